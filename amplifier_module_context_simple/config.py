@@ -1,0 +1,311 @@
+"""Every configuration key in one place: defaults, parsing and validation.
+
+The defaults table is the README's. Keys the original module documented as "warn and fall back"
+keep that behaviour; every other bad value raises ``ValueError`` naming the key, the value and
+the allowed range, so a misconfigured bundle fails at mount instead of mid-session.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+logger = logging.getLogger("amplifier_module_context_simple")
+
+TOKEN_METER_ESTIMATE = "estimate"
+TOKEN_METER_ACTUAL = "actual"
+TOKEN_METER_HYBRID = "hybrid"
+TOKEN_METER_MODES = (TOKEN_METER_ESTIMATE, TOKEN_METER_ACTUAL, TOKEN_METER_HYBRID)
+
+COMPACTION_STRATEGY_PROGRESSIVE = "progressive"
+COMPACTION_STRATEGY_SUMMARY = "summary"
+COMPACTION_STRATEGIES = (COMPACTION_STRATEGY_PROGRESSIVE, COMPACTION_STRATEGY_SUMMARY)
+
+SUMMARY_CALL_MODE_STANDALONE = "standalone"
+SUMMARY_CALL_MODE_FORK = "fork"
+
+TOOL_RESULT_SHAPE_HEAD = "head"
+TOOL_RESULT_SHAPE_HEAD_TAIL = "head_tail"
+TOOL_RESULT_SHAPES = (TOOL_RESULT_SHAPE_HEAD, TOOL_RESULT_SHAPE_HEAD_TAIL)
+
+DEFAULT_CLEAR_AT_LEAST = None
+DEFAULT_MAX_CONSECUTIVE_SKIPS = 3
+
+# The README's table: key -> default. The constructor's keyword defaults are read from here.
+DEFAULTS: dict[str, Any] = {
+    "max_tokens": 200_000,
+    "compact_threshold": 0.92,
+    "target_usage": 0.50,
+    "protected_recent": 0.30,
+    "protected_tool_results": 5,
+    "truncate_chars": 250,
+    "compaction_notice_enabled": True,
+    "compaction_notice_token_reserve": 800,
+    "compaction_notice_verbosity": "normal",
+    "compaction_notice_min_level": 1,
+    "output_reserve_fraction": 0.5,
+    "token_meter": TOKEN_METER_ESTIMATE,
+    "token_counter": "estimate",
+    "compact_clear_at_least": DEFAULT_CLEAR_AT_LEAST,
+    "compact_max_consecutive_skips": DEFAULT_MAX_CONSECUTIVE_SKIPS,
+    "compaction_strategy": COMPACTION_STRATEGY_PROGRESSIVE,
+    "summary_trigger": 0.60,
+    "summary_call_mode": SUMMARY_CALL_MODE_STANDALONE,
+    "summarization_model": None,
+    "summarization_prompt_path": None,
+    "summarization_timeout_s": 30.0,
+    "summary_rearm_below": None,
+    "summary_cooldown_requests": 0,
+    "summary_min_absorb_tokens": 0,
+    "tool_result_budget_tokens": None,
+    "tool_result_shape": TOOL_RESULT_SHAPE_HEAD,
+    "tool_result_budget_by_tool": {},
+    "tool_result_exempt_tools": frozenset(),
+    "tool_result_spill_dir": None,
+    "replay_last_user_on_compaction": False,
+    "max_messages": None,
+}
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return (_is_int(value) or isinstance(value, float)) and math.isfinite(value)
+
+
+def _bad(key: str, value: Any, allowed: str) -> ValueError:
+    return ValueError(f"context-simple: invalid {key}={value!r}; allowed: {allowed}")
+
+
+def _int_at_least(low: int) -> Callable[[str, Any], int]:
+    def check(key: str, value: Any) -> int:
+        if not _is_int(value) or value < low:
+            raise _bad(key, value, f"an integer >= {low}")
+        return value
+
+    return check
+
+
+def _int_any(key: str, value: Any) -> int:
+    if not _is_int(value):
+        raise _bad(key, value, "an integer (values <= 0 protect no tool results)")
+    return value
+
+
+def _fraction(low_open: bool, high: float = 1.0) -> Callable[[str, Any], float]:
+    def check(key: str, value: Any) -> float:
+        ok = _is_number(value) and (value > 0 if low_open else value >= 0) and value <= high
+        if not ok:
+            bound = "(0" if low_open else "[0"
+            raise _bad(key, value, f"a number in {bound}, {high}]")
+        return float(value)
+
+    return check
+
+
+def _boolean(key: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise _bad(key, value, "true or false")
+    return value
+
+
+def _optional_str(key: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise _bad(key, value, "a non-empty string or null")
+    return value
+
+
+def _verbosity(key: str, value: Any) -> str:
+    # The original accepts any string and renders everything but "minimal" as the full notice.
+    if not isinstance(value, str):
+        raise _bad(key, value, '"minimal", "normal" or "verbose"')
+    return value
+
+
+def _choice(choices: tuple[str, ...], fallback: str, label: str) -> Callable[[str, Any], str]:
+    def check(key: str, value: Any) -> str:
+        if value in choices:
+            return value
+        logger.warning("context-simple: unknown %s %r; falling back to %r", label, value, fallback)
+        return fallback
+
+    return check
+
+
+def _summary_call_mode(key: str, value: Any) -> str:
+    if value == "inline":  # documented alias of standalone, silently accepted
+        return SUMMARY_CALL_MODE_STANDALONE
+    if value in (SUMMARY_CALL_MODE_STANDALONE, SUMMARY_CALL_MODE_FORK):
+        return value
+    logger.warning("context-simple: unknown summary_call_mode %r; falling back to 'standalone'", value)
+    return SUMMARY_CALL_MODE_STANDALONE
+
+
+def _max_skips(key: str, value: Any) -> int:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise _bad(key, value, "an integer (0 and below clamp to 1)") from None
+    return max(1, number)
+
+
+def _timeout(key: str, value: Any) -> float:
+    if not _is_number(value) or value <= 0:
+        raise _bad(key, value, "a number of seconds > 0")
+    return float(value)
+
+
+def _tool_budget(key: str, value: Any) -> int | None:
+    if value is None:
+        return None
+    if _is_int(value) and value >= 1:
+        return value
+    logger.warning("context-simple: tool_result_budget_tokens=%r is not an integer >= 1; disabled", value)
+    return None
+
+
+def _budget_by_tool(key: str, value: Any) -> dict[str, int]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        logger.warning("context-simple: tool_result_budget_by_tool=%r is not a mapping; ignored", value)
+        return {}
+    kept: dict[str, int] = {}
+    for name, budget in value.items():
+        if isinstance(name, str) and name and _is_int(budget) and budget >= 1:
+            kept[name] = budget
+        else:
+            logger.warning(
+                "context-simple: tool_result_budget_by_tool entry %r=%r dropped (want name: int >= 1)",
+                name,
+                budget,
+            )
+    return kept
+
+
+def _exempt_tools(key: str, value: Any) -> frozenset[str]:
+    if value is None:
+        return frozenset()
+    if isinstance(value, str):
+        return frozenset([value])
+    try:
+        names = list(value)
+    except TypeError:
+        raise _bad(key, value, "a list of tool names") from None
+    if not all(isinstance(name, str) for name in names):
+        raise _bad(key, value, "a list of tool names (strings)")
+    return frozenset(names)
+
+
+def _spill_dir(key: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str | bytes) and not hasattr(value, "__fspath__"):
+        raise _bad(key, value, "a directory path or null")
+    text = str(value.__fspath__() if hasattr(value, "__fspath__") else value)
+    if not text:
+        raise _bad(key, value, "a non-empty directory path or null")
+    return text
+
+
+def _truthy(key: str, value: Any) -> bool:
+    return bool(value)
+
+
+def _raw(key: str, value: Any) -> Any:
+    # Parsed at use (compact_clear_at_least: unparseable means disabled with a warning).
+    return value
+
+
+def _token_counter(key: str, value: Any) -> Any:
+    if value is None or callable(value):
+        return value or "estimate"
+    if isinstance(value, str) and (value in ("estimate", "content") or value.startswith("tiktoken:")):
+        return value
+    raise _bad(key, value, '"estimate", "content", "tiktoken:ENCODING" or a callable')
+
+
+def _optional_fraction(key: str, value: Any) -> float | None:
+    if value is None:
+        return None
+    return _fraction(low_open=True)(key, value)
+
+
+def _max_messages(key: str, value: Any) -> int | None:
+    if value is None:
+        return None
+    return _int_at_least(2)(key, value)
+
+
+_VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
+    "max_tokens": _int_at_least(1),
+    "compact_threshold": _fraction(low_open=True),
+    "target_usage": _fraction(low_open=True),
+    "protected_recent": _fraction(low_open=False),
+    "protected_tool_results": _int_any,
+    "truncate_chars": _int_at_least(1),
+    "compaction_notice_enabled": _boolean,
+    "compaction_notice_token_reserve": _int_at_least(0),
+    "compaction_notice_verbosity": _verbosity,
+    "compaction_notice_min_level": _int_at_least(0),
+    "output_reserve_fraction": _fraction(low_open=False),
+    "token_meter": _choice(TOKEN_METER_MODES, TOKEN_METER_ESTIMATE, "token_meter"),
+    "token_counter": _token_counter,
+    "compact_clear_at_least": _raw,
+    "compact_max_consecutive_skips": _max_skips,
+    "compaction_strategy": _choice(
+        COMPACTION_STRATEGIES, COMPACTION_STRATEGY_PROGRESSIVE, "compaction_strategy"
+    ),
+    "summary_trigger": _fraction(low_open=True),
+    "summary_call_mode": _summary_call_mode,
+    "summarization_model": _optional_str,
+    "summarization_prompt_path": _optional_str,
+    "summarization_timeout_s": _timeout,
+    "summary_rearm_below": _optional_fraction,
+    "summary_cooldown_requests": _int_at_least(0),
+    "summary_min_absorb_tokens": _int_at_least(0),
+    "tool_result_budget_tokens": _tool_budget,
+    "tool_result_shape": _choice(TOOL_RESULT_SHAPES, TOOL_RESULT_SHAPE_HEAD, "tool_result_shape"),
+    "tool_result_budget_by_tool": _budget_by_tool,
+    "tool_result_exempt_tools": _exempt_tools,
+    "tool_result_spill_dir": _spill_dir,
+    "replay_last_user_on_compaction": _truthy,
+    "max_messages": _max_messages,
+}
+
+
+def normalize_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate known keys and return them normalized; unknown keys are the caller's business."""
+    return {key: _VALIDATORS[key](key, value) for key, value in options.items() if key in _VALIDATORS}
+
+
+def parse_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Read a mount-plan config: warn about unknown keys, validate the rest, fill defaults."""
+    config = dict(config or {})
+    unknown = sorted(key for key in config if key not in DEFAULTS)
+    if unknown:
+        logger.warning("context-simple: ignoring unknown config keys: %s", ", ".join(map(str, unknown)))
+    known = {key: value for key, value in config.items() if key in DEFAULTS}
+    return {**DEFAULTS, **normalize_options(known)}
+
+
+def parse_clear_at_least(value: Any, budget: int) -> int:
+    """Tokens a compaction must free (0 = disabled), per the README's value table."""
+    if value is None or isinstance(value, bool):
+        return 0
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        logger.warning("context-simple: compact_clear_at_least=%r is not a number; disabled", value)
+        return 0
+    if not math.isfinite(number) or number <= 0:
+        return 0
+    if number < 1:
+        return int(budget * number) if budget > 0 else 0
+    return int(number)

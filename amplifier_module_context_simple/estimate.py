@@ -1,0 +1,79 @@
+"""The original token estimator and the per-``_seq`` cache that keeps the hot path cheap."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+SEQ_KEY = "_seq"
+
+
+def estimate_message(message: Any) -> int:
+    """The original estimator for one message: a quarter of its Python repr's length."""
+    return len(str(message)) // 4
+
+
+def estimate_tokens(messages: Iterable[Any]) -> int:
+    """The original estimator over a list: pure, no caching, any objects accepted."""
+    return sum(len(str(m)) // 4 for m in messages)
+
+
+def seq_of(message: Any) -> int | None:
+    """The permanent sequence number stamped on a stored message, if any."""
+    if not isinstance(message, dict):
+        return None
+    metadata = message.get("metadata")
+    if isinstance(metadata, dict):
+        seq = metadata.get(SEQ_KEY)
+        if isinstance(seq, int) and not isinstance(seq, bool):
+            return seq
+    return None
+
+
+def wire_form(message: dict[str, Any]) -> dict[str, Any]:
+    """The message as sent: a new dict without the internal ``_seq`` (others pass by identity)."""
+    metadata = message.get("metadata")
+    if not isinstance(metadata, dict) or SEQ_KEY not in metadata:
+        return message
+    stripped = dict(message)
+    stripped["metadata"] = {k: v for k, v in metadata.items() if k != SEQ_KEY}
+    return stripped
+
+
+def _variant(message: dict[str, Any]) -> str:
+    if message.get("_truncated"):
+        return "truncated"
+    if message.get("_stubbed"):
+        return "stubbed"
+    return "raw"
+
+
+class CountCache:
+    """Token counts of messages' wire forms, keyed by (``_seq``, variant).
+
+    An entry remembers the message object it was computed for, so a message replaced under the
+    same ``_seq`` (a caller editing ``messages`` directly) is recounted instead of trusted.
+    """
+
+    def __init__(self, counter: Callable[[dict[str, Any]], int]) -> None:
+        self.counter = counter
+        self._entries: dict[tuple[int, str], tuple[dict[str, Any], int]] = {}
+
+    def count(self, message: dict[str, Any]) -> int:
+        seq = seq_of(message)
+        if seq is None:
+            return self.counter(wire_form(message))
+        key = (seq, _variant(message))
+        entry = self._entries.get(key)
+        if entry is not None and entry[0] is message:
+            return entry[1]
+        value = self.counter(wire_form(message))
+        self._entries[key] = (message, value)
+        return value
+
+    def total(self, messages: Iterable[dict[str, Any]]) -> int:
+        count = self.count
+        return sum(count(m) for m in messages)
+
+    def clear(self) -> None:
+        self._entries.clear()

@@ -1,0 +1,214 @@
+"""The 8-level progressive ladder, as a planner over a list of (non-system) messages.
+
+Each level does a little more damage than the one before and the ladder stops as soon as the
+view fits the target. It returns new messages and the sequence numbers it decided to truncate,
+remove or stub; the manager records those as sticky decisions. Protected, always: the first and
+the last real user message (the first may be stubbed at level 8, never removed), the most recent
+``protected_recent`` fraction of messages, the last ``protected_tool_results`` tool results, and
+every tool group as one unit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .estimate import seq_of
+from .tool_pairs import tool_groups
+
+Message = dict[str, Any]
+STUB_MIN_CHARS = 80
+
+
+@dataclass(frozen=True)
+class LadderOps:
+    """What the planner needs from its caller: counting, and the two rewrites."""
+
+    count: Callable[[Message], int]
+    truncate: Callable[[Message], Message]  # returns the message itself when it stays whole
+    stub: Callable[[Message], Message]
+    is_real_user: Callable[[Message], bool]
+
+
+@dataclass
+class LadderPlan:
+    """The ladder's result: the new list, its exact total, the level reached and the decisions."""
+
+    messages: list[Message]
+    total: int
+    level: int
+    truncated: set[int] = field(default_factory=set)
+    removed: set[int] = field(default_factory=set)
+    stubbed: set[int] = field(default_factory=set)
+
+
+def protected_tool_indices(messages: list[Message], keep: int) -> set[int]:
+    """Indices of the last ``keep`` tool results (none when ``keep`` <= 0: ``[-0:]`` is everything)."""
+    if keep <= 0:
+        return set()
+    return set([i for i, m in enumerate(messages) if m.get("role") == "tool"][-keep:])
+
+
+def stub_user_message(message: Message) -> Message:
+    """The level-8 stub of a long user message: its first 50 characters and a marker."""
+    content = message.get("content")
+    preview = content[:50].replace("\n", " ").strip()
+    return {
+        **message,
+        "content": f'[User message compacted - original: "{preview}..."]',
+        "_stubbed": True,
+        "_original_length": len(content),
+    }
+
+
+class _Run:
+    """One ladder pass: the working list, its running exact total and the decisions so far."""
+
+    def __init__(self, messages: list[Message], total: int, target: int, ops: LadderOps) -> None:
+        self.messages = messages
+        self.total = total
+        self.target = target
+        self.ops = ops
+        self.plan = LadderPlan(messages, total, 1)
+
+    def fits(self) -> bool:
+        return self.total <= self.target
+
+    def _replace(self, index: int, new: Message) -> None:
+        self.total += self.ops.count(new) - self.ops.count(self.messages[index])
+        self.messages[index] = new
+
+    def user_bounds(self) -> tuple[int | None, int | None]:
+        users = [i for i, m in enumerate(self.messages) if self.ops.is_real_user(m)]
+        return (users[0], users[-1]) if users else (None, None)
+
+    def truncate_wave(self, indices: list[int], protected: set[int]) -> None:
+        for index in indices:
+            if self.fits():
+                return
+            if index in protected or index >= len(self.messages):
+                continue
+            message = self.messages[index]
+            if message.get("role") != "tool" or message.get("_truncated"):
+                continue
+            new = self.ops.truncate(message)
+            if new is message:
+                continue  # exempt, short or not text
+            self._replace(index, new)
+            if (seq := seq_of(message)) is not None:
+                self.plan.truncated.add(seq)
+
+    def truncate_slice(self, start: float, stop: float | None, protected_count: int) -> None:
+        tools = [i for i, m in enumerate(self.messages) if m.get("role") == "tool"]
+        n = len(tools)
+        chosen = tools[int(n * start) : (int(n * stop) if stop is not None else n)]
+        self.truncate_wave(chosen, protected_tool_indices(self.messages, protected_count))
+
+    def remove(self, protected_recent: float) -> None:
+        """Remove old messages, whole tool groups at a time, then stub intermediate user turns."""
+        n = len(self.messages)
+        first_user, last_user = self.user_bounds()
+        protected = set(range(max(0, int(n * (1 - protected_recent))), n)) | {first_user, last_user}
+        groups = tool_groups(self.messages)
+        doomed: set[int] = set()
+        for index, message in enumerate(self.messages):
+            if self.fits():
+                break
+            if index in doomed or index in protected or self.ops.is_real_user(message):
+                continue
+            members = groups.get(index, (index,))
+            if any(member in protected for member in members):
+                continue
+            doomed.update(members)
+            self.total -= sum(self.ops.count(self.messages[m]) for m in members)
+        self._drop(doomed)
+        if not self.fits():
+            self.stub_users(protected_recent)
+
+    def _drop(self, doomed: set[int]) -> None:
+        for index in doomed:
+            if (seq := seq_of(self.messages[index])) is not None:
+                self.plan.removed.add(seq)
+                self.plan.truncated.discard(seq)
+                self.plan.stubbed.discard(seq)
+        self.messages[:] = [m for i, m in enumerate(self.messages) if i not in doomed]
+
+    def _stub(self, index: int) -> None:
+        self._replace(index, self.ops.stub(self.messages[index]))
+        if (seq := seq_of(self.messages[index])) is not None:
+            self.plan.stubbed.add(seq)
+
+    def _stubbable(self, message: Message) -> bool:
+        content = message.get("content")
+        return (
+            self.ops.is_real_user(message)
+            and not message.get("_stubbed")
+            and isinstance(content, str)
+            and len(content) > STUB_MIN_CHARS
+        )
+
+    def stub_users(self, protected_recent: float) -> None:
+        """Stub long user turns that are neither first, last nor recent, oldest first."""
+        n = len(self.messages)
+        first_user, last_user = self.user_bounds()
+        boundary = int(n * (1 - protected_recent))
+        for index in range(min(boundary, n)):
+            if self.fits():
+                return
+            if index not in (first_user, last_user) and self._stubbable(self.messages[index]):
+                self._stub(index)
+
+    def last_resort(self, protected_recent: float) -> None:
+        """Level 8: stub the first user message, then drop old stubs (never the first message)."""
+        first_user, last_user = self.user_bounds()
+        if first_user is not None and first_user != last_user and self._stubbable(self.messages[first_user]):
+            self._stub(first_user)
+        if self.fits():
+            return
+        boundary = int(len(self.messages) * (1 - protected_recent * 0.3))
+        doomed: set[int] = set()
+        for index, message in enumerate(self.messages[:boundary]):
+            if self.fits():
+                break
+            if message.get("_stubbed") and index not in (first_user, last_user):
+                doomed.add(index)
+                self.total -= self.ops.count(message)
+        self._drop(doomed)
+
+
+def plan_compaction(
+    messages: list[Message],
+    system_tokens: int,
+    target: int,
+    protected_recent: float,
+    protected_tool_results: int,
+    ops: LadderOps,
+) -> LadderPlan:
+    """Run levels 1-8 over ``messages`` (already carrying sticky decisions) until ``target`` fits."""
+    run = _Run(list(messages), system_tokens + sum(ops.count(m) for m in messages), target, ops)
+    keep = protected_tool_results
+    steps: list[Callable[[], None]] = [
+        lambda: run.truncate_slice(0.0, 0.25, keep),
+        lambda: run.truncate_slice(0.25, 0.5, keep),
+        lambda: run.remove(protected_recent),
+        lambda: run.truncate_slice(0.5, 0.75, keep),
+        lambda: run.remove(protected_recent * 0.6),
+        lambda: run.truncate_slice(0.0, None, keep),
+        lambda: run.remove(protected_recent * 0.3),
+    ]
+    for level, step in enumerate(steps, start=1):
+        step()
+        run.plan.level = level
+        if run.fits() and level < len(steps):
+            return _finish(run)
+    run.plan.level = 8
+    if not run.fits():
+        run.last_resort(protected_recent)
+    return _finish(run)
+
+
+def _finish(run: _Run) -> LadderPlan:
+    run.plan.messages = run.messages
+    run.plan.total = run.total
+    return run.plan

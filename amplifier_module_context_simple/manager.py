@@ -1,0 +1,722 @@
+"""SimpleContextManager: the stored history, its sticky compaction state, and one request's path.
+
+The history in ``self.messages`` is the source of truth and is never rewritten; each request gets
+a new *view*. Policy lives in the sibling modules (ladder, tool_results, token_meter, replay,
+clear_at_least, notice, summary); this class keeps the state and reads top to bottom in
+``get_messages_for_request``.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from . import clear_at_least as cal
+from .budget import effective_budget, provider_budget
+from .config import (
+    COMPACTION_STRATEGY_SUMMARY,
+    DEFAULTS,
+    TOKEN_METER_ACTUAL,
+    TOKEN_METER_ESTIMATE,
+    TOKEN_METER_HYBRID,
+    normalize_options,
+    parse_clear_at_least,
+)
+from .estimate import CountCache, estimate_tokens, seq_of, wire_form
+from .ladder import LadderOps, plan_compaction, protected_tool_indices, stub_user_message
+from .notice import notice_message
+from .repair import repair_view
+from .replay import build_replay, is_real_user_message
+from .summary import SummaryMixin
+from .token_counter import resolve_counter
+from .token_meter import (
+    METER_KIND_ESTIMATED,
+    METER_KIND_NONE,
+    METER_KIND_USAGE,
+    measure_hybrid,
+    meter_stats,
+    parse_usage,
+)
+from .tool_pairs import call_names, in_flight_start
+from .tool_results import ToolResultSettings, needs_truncation, spill_path, tool_name_of, truncate_tool_result
+from .tool_results import write_spill as _write_spill
+from .validation import validate_message
+
+logger = logging.getLogger("amplifier_module_context_simple")
+
+Message = dict[str, Any]
+_D = DEFAULTS
+
+
+class SimpleContextManager(SummaryMixin):
+    """In-memory context manager with sticky, cache-friendly, non-destructive compaction."""
+
+    def __init__(
+        self,
+        max_tokens: int = _D["max_tokens"],
+        compact_threshold: float = _D["compact_threshold"],
+        target_usage: float = _D["target_usage"],
+        protected_recent: float = _D["protected_recent"],
+        truncate_chars: int = _D["truncate_chars"],
+        hooks: Any = None,
+        protected_tool_results: int = _D["protected_tool_results"],
+        compaction_notice_enabled: bool = _D["compaction_notice_enabled"],
+        compaction_notice_token_reserve: int = _D["compaction_notice_token_reserve"],
+        compaction_notice_verbosity: str = _D["compaction_notice_verbosity"],
+        compaction_notice_min_level: int = _D["compaction_notice_min_level"],
+        output_reserve_fraction: float = _D["output_reserve_fraction"],
+        token_meter: str = _D["token_meter"],
+        compact_clear_at_least: Any = _D["compact_clear_at_least"],
+        compact_max_consecutive_skips: int = _D["compact_max_consecutive_skips"],
+        compaction_strategy: str = _D["compaction_strategy"],
+        summary_trigger: float = _D["summary_trigger"],
+        summary_call_mode: str = _D["summary_call_mode"],
+        summarization_model: str | None = _D["summarization_model"],
+        summarization_prompt_path: str | None = _D["summarization_prompt_path"],
+        summarization_timeout_s: float = _D["summarization_timeout_s"],
+        summary_rearm_below: float | None = _D["summary_rearm_below"],
+        summary_cooldown_requests: int = _D["summary_cooldown_requests"],
+        summary_min_absorb_tokens: int = _D["summary_min_absorb_tokens"],
+        tool_result_budget_tokens: int | None = _D["tool_result_budget_tokens"],
+        tool_result_shape: str = _D["tool_result_shape"],
+        tool_result_budget_by_tool: dict[str, int] | None = None,
+        tool_result_exempt_tools: Any = None,
+        tool_result_spill_dir: str | None = _D["tool_result_spill_dir"],
+        replay_last_user_on_compaction: bool = _D["replay_last_user_on_compaction"],
+        max_messages: int | None = _D["max_messages"],
+        token_counter: Any = _D["token_counter"],
+    ) -> None:
+        options = {k: v for k, v in locals().items() if k not in ("self", "hooks", "__class__")}
+        for key, value in normalize_options(options).items():
+            setattr(self, key, value)
+        if self.max_messages is not None:
+            logger.info("context-simple: max_messages is accepted and ignored (token budgets govern views)")
+        self._hooks = hooks
+        self.messages: list[Message] = []
+        self._next_seq = 0
+        self._system_prompt_factory: Callable[[], Awaitable[str]] | None = None
+        self._last_good_system_prompt: str | None = None
+        self._tool_name_by_call_id: dict[str, str] = {}
+        self._spilled_paths: set[str] = set()
+        self._fault_counts: Counter[str] = Counter()
+        self._reported_repairs: set[tuple[str, int]] = set()
+        self._counts_key: Any = None
+        self._count_cache: CountCache | None = None
+        self._derived: dict[tuple[int, str], tuple[Message, Any, Message]] = {}
+        self._escalation_allowed = True
+        self._last_measured_prompt_tokens: int | None = None
+        self._last_token_meter_stats: dict[str, Any] | None = None
+        self._reset_meter_usage()
+        self._reset_compaction_state()
+        self._counts()  # an unusable token_counter fails here, at mount, not mid-session
+
+    # ----- state resets ------------------------------------------------------------------------
+
+    def _reset_meter_usage(self) -> None:
+        self._usage_events = 0
+        self._cache_read_total = 0
+        self._cache_write_total = 0
+        self._cache_fields_complete = True
+
+    def _reset_compaction_state(self) -> None:
+        """Forget every decision about the current history (``set_messages`` and ``clear``)."""
+        self._removed_seqs: set[int] = set()
+        self._truncated_seqs: set[int] = set()
+        self._stubbed_seqs: set[int] = set()
+        self._sticky_level = 0
+        self._last_compaction_stats: dict[str, Any] | None = None
+        self._last_replayed_boundary: tuple[int, int] | None = None
+        self._clear_at_least_skips = 0
+        self._clear_at_least_pending: dict[str, Any] | None = None
+        self._clear_at_least_last_refused = False
+        self._anchor_seq: int | None = None
+        self._anchor_estimate: int | None = None
+        self._last_sent_estimate: int | None = None
+        self._last_hybrid_tokens: int | None = None
+        self._last_hybrid_kind: str | None = None
+        self._provenance_refusals = 0
+        self._provenance_overrides = 0
+        self._derived.clear()
+        if self._count_cache is not None:
+            self._count_cache.clear()
+        self._reset_summary_state()
+
+    # ----- the protocol ------------------------------------------------------------------------
+
+    async def add_message(self, message: Message) -> None:
+        """Store a copy of ``message`` stamped with a timestamp (if absent) and a permanent ``_seq``."""
+        validate_message(message)
+        stored = copy.deepcopy(message)
+        metadata = dict(stored.get("metadata") or {})
+        if "timestamp" not in metadata:
+            metadata["timestamp"] = datetime.now(UTC).isoformat(timespec="milliseconds")
+        metadata["_seq"] = self._next_seq
+        stored["metadata"] = metadata
+        self._next_seq += 1
+        self._harvest_tool_names(stored)
+        self.messages.append(stored)
+
+    async def get_messages(self) -> list[Message]:
+        """The full stored history (with ``_seq`` and timestamps), never compacted."""
+        return list(self.messages)
+
+    async def set_messages(self, messages: list[Message]) -> None:
+        """Replace the history (session resume): re-stamp ``_seq`` 0..N-1 and forget all decisions."""
+        if not isinstance(messages, list):
+            raise TypeError(f"context-simple: set_messages expects a list, got {type(messages).__name__}")
+        for index, message in enumerate(messages):
+            validate_message(message, where=f"message {index}")
+        stored = []
+        for seq, message in enumerate(copy.deepcopy(messages)):
+            message["metadata"] = {**(message.get("metadata") or {}), "_seq": seq}
+            stored.append(message)
+        self.messages = stored
+        self._next_seq = len(stored)
+        self._tool_name_by_call_id = {}
+        for message in stored:
+            self._harvest_tool_names(message)
+        self._reset_compaction_state()
+
+    async def clear(self) -> None:
+        """Empty the history and reset every piece of state (spill files are never deleted)."""
+        self.messages = []
+        self._next_seq = 0
+        self._tool_name_by_call_id = {}
+        self._spilled_paths = set()
+        self._last_measured_prompt_tokens = None
+        self._last_token_meter_stats = None
+        self._reset_meter_usage()
+        self._reset_compaction_state()
+
+    async def set_system_prompt_factory(self, factory: Callable[[], Awaitable[str]]) -> None:
+        """Use ``await factory()`` as the system prompt of every request."""
+        self._system_prompt_factory = factory
+
+    async def should_compact(self) -> bool:
+        """Protocol compliance: compaction happens per request, in the view."""
+        return False
+
+    async def compact(self) -> None:
+        """Protocol compliance: stored history is never compacted."""
+        return None
+
+    # ----- one request -------------------------------------------------------------------------
+
+    async def get_messages_for_request(
+        self, token_budget: int | None = None, provider: Any = None
+    ) -> list[Message]:
+        """The view to send now: the history, compacted only if it no longer fits the budget."""
+        budget = self._calculate_budget(token_budget, provider)
+        if self.compaction_strategy == COMPACTION_STRATEGY_SUMMARY and provider is not None:
+            self._cached_provider = provider
+        budget = effective_budget(
+            budget, self.compaction_notice_token_reserve, self.compaction_notice_enabled
+        )
+        working = await self._working_messages()
+        token_count, _source, _estimated, kind = self._measure_working_tokens(working, budget)
+        if self._hooks is not None:
+            await self._emit("context:token_meter", dict(self._last_token_meter_stats or {}))
+        if self.compaction_strategy == COMPACTION_STRATEGY_SUMMARY:
+            self._maybe_trigger_summary_compaction(token_count, budget)
+        fire = self._should_compact(token_count, budget, kind)
+        # A measured count describes the last (compacted) view, not the raw history: once decisions
+        # exist, keep applying them even when that count is under the threshold.
+        keep_sticky = self.token_meter != TOKEN_METER_ESTIMATE and self._has_sticky_state()
+        if not (fire or keep_sticky):
+            return self._finalize_view(working)
+        self._escalation_allowed = fire
+        try:
+            compacted = await self._compact_ephemeral(budget, working)
+        finally:
+            self._escalation_allowed = True
+        return self._finalize_view(self._append_tail(compacted, budget))
+
+    async def _working_messages(self) -> list[Message]:
+        """The system prompt (factory or stored) and the history, repaired for the provider."""
+        if self._system_prompt_factory is not None:
+            prompt = await self._system_prompt()
+            stored = list(self.messages)
+            working = [{"role": "system", "content": prompt}]
+            working += [m for m in stored if m.get("role") != "system" or _is_hook_message(m)]
+        else:
+            working = list(self.messages)
+        start = in_flight_start(working)
+        if start is not None:
+            working = working[:start]
+        return self._repair(working)
+
+    async def _system_prompt(self) -> str:
+        try:
+            prompt = await self._system_prompt_factory()
+            if not isinstance(prompt, str):
+                raise TypeError(f"factory returned {type(prompt).__name__}, not str")
+        except Exception as exc:
+            self._fault_counts["system_prompt_factory_failures"] += 1
+            if self._last_good_system_prompt is None:
+                raise RuntimeError(
+                    "context-simple: the system prompt factory failed and no earlier prompt exists, "
+                    f"so no request can be built ({type(exc).__name__}: {exc})"
+                ) from exc
+            logger.warning(
+                "context-simple: system prompt factory failed (%s); reusing the last good prompt", exc
+            )
+            return self._last_good_system_prompt
+        self._last_good_system_prompt = prompt
+        return prompt
+
+    def _repair(self, working: list[Message]) -> list[Message]:
+        repaired, report = repair_view(working)
+        if repaired is working:
+            return working
+        self._fault_counts["repair_synthetic_results"] += report.synthetic_results
+        self._fault_counts["repair_orphans_dropped"] += report.orphans_dropped
+        self._fault_counts["repair_duplicates_dropped"] += report.duplicates_dropped
+        key = ("repair", len(working))
+        if key not in self._reported_repairs:
+            self._reported_repairs.add(key)
+            logger.warning("context-simple: repaired a broken tool-call history in the view (%s)", report)
+        return repaired
+
+    def _finalize_view(self, view: list[Message]) -> list[Message]:
+        """Strip ``_seq``; remember the estimate (and, in fork mode, the view) of what is sent."""
+        self._last_sent_estimate = self._counts().total(view)
+        if self._fork_armed():
+            self._last_request_view = list(view)
+            self._view_serial += 1
+        return [wire_form(m) for m in view]
+
+    def _append_tail(self, compacted: list[Message], budget: int) -> list[Message]:
+        """Replay (once per boundary), then the compaction notice, at the tail of the view."""
+        if self.replay_last_user_on_compaction and not self._clear_at_least_last_refused:
+            self._maybe_append_last_user_replay(compacted, budget=budget)
+        stats = self._last_compaction_stats
+        if not self.compaction_notice_enabled or not stats:
+            return compacted
+        if compacted and compacted[-1].get("tool_calls"):
+            return compacted  # never between a tool call and its results; back next request
+        if stats["strategy_level"] >= self.compaction_notice_min_level:
+            compacted.append(notice_message(stats, self.compaction_notice_verbosity))
+        return compacted
+
+    # ----- budget and meter --------------------------------------------------------------------
+
+    def _calculate_budget(self, token_budget: int | None, provider: Any) -> int:
+        """Explicit budget, else the provider's window minus reserved output, else ``max_tokens``."""
+        if token_budget is not None:
+            return token_budget
+        budget, failed = provider_budget(provider, self.output_reserve_fraction)
+        if failed:
+            self._fault_counts["provider_info_failures"] += 1
+        return budget if budget is not None else self.max_tokens
+
+    def _measure_working_tokens(
+        self, working: list[Message], budget: int | None = None
+    ) -> tuple[int, str, int, str]:
+        """Compute all three meters, store the stats; return (count, source, estimate, kind)."""
+        estimated = self._counts().total(working)
+        hybrid = self._measure_hybrid(working, estimated)
+        measured = self._last_measured_prompt_tokens
+        if self.token_meter == TOKEN_METER_ACTUAL and measured is not None:
+            used, source, kind = measured, "measured", METER_KIND_USAGE
+        elif self.token_meter == TOKEN_METER_HYBRID:
+            used, source, kind = hybrid.tokens, "hybrid", hybrid.kind
+        else:
+            used, source = estimated, "estimate"
+            kind = METER_KIND_NONE if not working else METER_KIND_ESTIMATED
+        extras = {
+            "anchor_tokens": measured,
+            "anchor_estimate": self._anchor_estimate,
+            "cache_aggregates": self._cache_aggregates(),
+            "provenance_refusals": self._provenance_refusals,
+            "provenance_overrides": self._provenance_overrides,
+        }
+        budget = budget if budget is not None else self.max_tokens
+        self._last_token_meter_stats = meter_stats(
+            self.token_meter, source, kind, used, estimated, measured, hybrid, extras, budget
+        )
+        return used, source, estimated, kind
+
+    def _measure_hybrid(self, working: list[Message], estimated: int | None = None) -> Any:
+        if estimated is None:
+            estimated = self._counts().total(working)
+        hybrid = measure_hybrid(
+            working,
+            estimated,
+            self._last_measured_prompt_tokens,
+            self._anchor_seq,
+            self._anchor_estimate,
+            self._counts().count,
+        )
+        self._last_hybrid_tokens, self._last_hybrid_kind = hybrid.tokens, hybrid.kind
+        return hybrid
+
+    def _should_compact(self, token_count: int = 0, budget: int = 0, kind: str | None = None) -> bool:
+        """The trigger: usage at or over the threshold; in hybrid mode only on a 'usage' count."""
+        usage = token_count / budget if budget > 0 else 0
+        if usage < self.compact_threshold:
+            return False
+        if self.token_meter != TOKEN_METER_HYBRID or kind is None or kind == METER_KIND_USAGE:
+            return True
+        if self._last_measured_prompt_tokens is None and usage >= 1.0:
+            self._provenance_overrides += 1
+            logger.warning(
+                "context-simple: compacting on an estimate at %.0f%% of budget (no usage yet)", usage * 100
+            )
+            return True
+        self._provenance_refusals += 1
+        logger.info("context-simple: declined to compact on a count of kind %r", kind)
+        return False
+
+    def _exceeds_threshold(self, estimated: int, budget: int) -> bool:
+        """The escalation gate inside the ladder: measured or hybrid count when trusted, else the estimate."""
+        if budget <= 0:
+            return False
+        measured = self._last_measured_prompt_tokens
+        if self.token_meter == TOKEN_METER_ACTUAL and measured is not None:
+            return measured / budget >= self.compact_threshold
+        if self.token_meter == TOKEN_METER_HYBRID and self._last_hybrid_kind == METER_KIND_USAGE:
+            return (self._last_hybrid_tokens or 0) / budget >= self.compact_threshold
+        return estimated / budget >= self.compact_threshold
+
+    async def _on_llm_response(self, event: str, data: Any) -> Any:
+        """Record the provider's reported prompt occupancy; never raises, never blocks the hook chain."""
+        try:
+            reading = parse_usage(data)
+            if reading is None:
+                self._fault_counts["usage_events_ignored"] += 1
+            else:
+                self._last_measured_prompt_tokens = reading.prompt_tokens
+                self._anchor_seq = self._next_seq
+                self._anchor_estimate = self._last_sent_estimate
+                self._usage_events += 1
+                if reading.cache_read is None or reading.cache_write is None:
+                    self._cache_fields_complete = False
+                else:
+                    self._cache_read_total += reading.cache_read
+                    self._cache_write_total += reading.cache_write
+        except Exception as exc:  # an observer must never fail the provider's turn
+            self._fault_counts["usage_events_ignored"] += 1
+            logger.warning("context-simple: llm:response handler failed: %s", type(exc).__name__)
+        return _continue()
+
+    def _cache_aggregates(self) -> dict[str, int] | None:
+        """Cache totals, or None (undefined) once any usage event lacked the cache fields."""
+        if self._usage_events == 0 or not self._cache_fields_complete:
+            return None
+        return {
+            "events": self._usage_events,
+            "cache_read_tokens": self._cache_read_total,
+            "cache_write_tokens": self._cache_write_total,
+        }
+
+    # ----- counting ----------------------------------------------------------------------------
+
+    def _estimate_tokens(self, messages: list[Any]) -> int:
+        """The original estimator: ``len(str(m)) // 4`` summed; pure, so callable on any list."""
+        return estimate_tokens(messages)
+
+    def _counts(self) -> CountCache:
+        """The per-``_seq`` count cache for the configured counter (rebuilt when it changes)."""
+        overridden = type(self)._estimate_tokens is not SimpleContextManager._estimate_tokens
+        key = ("override", id(type(self))) if overridden else self.token_counter
+        if self._count_cache is None or key != self._counts_key:
+            if overridden:
+                counter = lambda m: self._estimate_tokens([m])  # noqa: E731 - honour a subclass's estimator
+            else:
+                counter = resolve_counter(self.token_counter)
+            self._count_cache, self._counts_key = CountCache(counter), key
+        return self._count_cache
+
+    # ----- compaction --------------------------------------------------------------------------
+
+    def _has_sticky_state(self) -> bool:
+        return bool(self._removed_seqs or self._truncated_seqs or self._stubbed_seqs)
+
+    async def _compact_ephemeral(
+        self, budget: int, source_messages: list[Message] | None = None
+    ) -> list[Message]:
+        """Apply sticky decisions; escalate the ladder only when they no longer keep the view under threshold."""
+        self._clear_at_least_pending = None
+        self._clear_at_least_last_refused = False
+        source = list(self.messages) if source_messages is None else source_messages
+        counts = self._counts()
+        before = (counts.total(source), len(source))
+        system = [m for m in source if m.get("role") == "system"]
+        non_system = [m for m in source if m.get("role") != "system"]
+        swapped = False
+        if self.compaction_strategy == COMPACTION_STRATEGY_SUMMARY and self._pending_summary is not None:
+            non_system, swapped = self._swap_in_pending_summary(non_system)
+        working = self._apply_sticky_decisions(non_system)
+        system_tokens = counts.total(system)
+        current = system_tokens + counts.total(working)
+        target = int(budget * self.target_usage)
+        if not (self._escalation_allowed and self._exceeds_threshold(current, budget)):
+            if not swapped:
+                return system + working
+            return await self._finalize_compaction_with_stats(system, working, 0, before, budget, target)
+        required = self._clear_at_least_required(budget)
+        if required > 0:
+            self._clear_at_least_pending = {
+                "required": required,
+                "baseline_view": system + working,
+                "baseline_tokens": current,
+                "sticky": self._sticky_snapshot(),
+                "budget": budget,
+            }
+        plan = plan_compaction(
+            working,
+            system_tokens,
+            target,
+            self.protected_recent,
+            self.protected_tool_results,
+            self._ladder_ops(),
+        )
+        for seq in plan.removed:
+            self._record_removed(seq)
+        self._truncated_seqs |= plan.truncated - plan.removed
+        self._stubbed_seqs |= plan.stubbed - plan.removed
+        return await self._finalize_compaction_with_stats(
+            system, plan.messages, plan.level, before, budget, target
+        )
+
+    def _ladder_ops(self) -> LadderOps:
+        return LadderOps(
+            count=self._counts().count,
+            truncate=self._truncate_tool_result,
+            stub=self._stub_user_message,
+            is_real_user=is_real_user_message,
+        )
+
+    def _apply_sticky_decisions(self, non_system: list[Message]) -> list[Message]:
+        """Replay every recorded decision, with the same bytes as when it was made."""
+        removed, truncated, stubbed = self._removed_seqs, self._truncated_seqs, self._stubbed_seqs
+        if not (removed or truncated or stubbed):
+            return list(non_system)
+        working = []
+        for message in non_system:
+            seq = seq_of(message)
+            if seq is not None and seq in removed:
+                continue
+            if seq is not None and seq in truncated:
+                message = self._truncate_tool_result(message)
+            elif seq is not None and seq in stubbed:
+                message = self._stub_user_message(message)
+            working.append(message)
+        return working
+
+    def _sticky_snapshot(self) -> tuple[frozenset[int], frozenset[int], frozenset[int]]:
+        return frozenset(self._removed_seqs), frozenset(self._truncated_seqs), frozenset(self._stubbed_seqs)
+
+    def _record_removed(self, seq: int) -> None:
+        self._removed_seqs.add(seq)
+        self._truncated_seqs.discard(seq)
+        self._stubbed_seqs.discard(seq)
+
+    async def _finalize_compaction_with_stats(
+        self,
+        system: list[Message],
+        working: list[Message],
+        level: int,
+        before: tuple[int, int],
+        budget: int,
+        target: int,
+    ) -> list[Message]:
+        """Judge (clear-at-least), warn if over budget, record the level and stats, emit the event."""
+        final = system + working
+        final_tokens = self._counts().total(final)
+        pending = self._clear_at_least_pending
+        if pending is not None:
+            refused = await self._judge_clear_at_least(pending, final_tokens, level)
+            if refused is not None:
+                return refused
+        if final_tokens > budget:
+            self._warn_over_budget(level, final_tokens, budget, self._counts().total(system))
+        self._sticky_level = max(self._sticky_level, level)
+        stats = {
+            "before_tokens": before[0],
+            "after_tokens": final_tokens,
+            "before_messages": before[1],
+            "after_messages": len(final),
+            "messages_removed": len(self._removed_seqs),
+            "messages_truncated": len(self._truncated_seqs),
+            "user_messages_stubbed": len(self._stubbed_seqs),
+            "system_messages_preserved": len(system),
+            "strategy_level": self._sticky_level,
+            "budget": budget,
+            "target_tokens": target,
+            "protected_recent": self.protected_recent,
+            "protected_tool_results": self.protected_tool_results,
+        }
+        if self.compaction_strategy == COMPACTION_STRATEGY_SUMMARY:
+            stats["messages_absorbed_by_summary"] = self._summary_absorbed_count
+        self._last_compaction_stats = stats
+        await self._emit("context:compaction", dict(stats))
+        return final
+
+    def _warn_over_budget(self, level: int, final_tokens: int, budget: int, system_tokens: int) -> None:
+        if system_tokens > budget:
+            cause = f"the system prompt ALONE is {system_tokens:,} tokens, an un-reducible floor"
+        else:
+            cause = (
+                "the protected floor (system messages, first and last user message, "
+                f"protected_recent={self.protected_recent:.0%}, "
+                f"protected_tool_results={self.protected_tool_results}) does not fit"
+            )
+        logger.warning(
+            "context-simple: Compaction finished OVER BUDGET at level %d: %s tokens against a budget of %s; %s",
+            level,
+            f"{final_tokens:,}",
+            f"{budget:,}",
+            cause,
+        )
+
+    # ----- clear-at-least ----------------------------------------------------------------------
+
+    def _clear_at_least_required(self, budget: int) -> int:
+        return parse_clear_at_least(self.compact_clear_at_least, budget)
+
+    async def _judge_clear_at_least(
+        self, pending: dict[str, Any], final_tokens: int, level: int
+    ) -> list[Message] | None:
+        """None when the escalation freed enough; else roll it back and return the baseline view."""
+        verdict = cal.judge(pending["baseline_tokens"], final_tokens, pending["required"])
+        if verdict.accepted:
+            self._clear_at_least_skips = 0
+            return None
+        self._clear_at_least_last_refused = True
+        self._clear_at_least_skips += 1
+        removed, truncated, stubbed = pending["sticky"]
+        self._removed_seqs, self._truncated_seqs, self._stubbed_seqs = (
+            set(removed),
+            set(truncated),
+            set(stubbed),
+        )
+        knobs = {
+            "protected_recent": self.protected_recent,
+            "protected_tool_results": self.protected_tool_results,
+        }
+        cap, skips = self.compact_max_consecutive_skips, self._clear_at_least_skips
+        if skips >= cap:
+            raise RuntimeError(
+                cal.failure_message(self.compact_clear_at_least, verdict, pending, level, skips, cap, knobs)
+            )
+        logger.info(
+            "context-simple: compaction skipped: freed %d < required %d", verdict.freed, verdict.required
+        )
+        await self._emit(
+            "context:compaction-skipped", cal.skipped_payload(verdict, pending, level, skips, cap, knobs)
+        )
+        return list(pending["baseline_view"])
+
+    # ----- replay ------------------------------------------------------------------------------
+
+    def _maybe_append_last_user_replay(self, view: list[Message], budget: int = 0) -> None:
+        """Append the user's last words once per compaction boundary (in place)."""
+        boundary = (self._sticky_level, self._summary_absorbed_count)
+        if boundary == (0, 0) or boundary == self._last_replayed_boundary:
+            return
+        replay = build_replay(view, budget, self._counts().total)
+        if replay is not None:
+            view.append(replay)
+            self._last_replayed_boundary = boundary
+
+    # ----- tool results and stubs --------------------------------------------------------------
+
+    def _tool_result_settings(self) -> ToolResultSettings:
+        return ToolResultSettings(
+            truncate_chars=self.truncate_chars,
+            budget_tokens=self.tool_result_budget_tokens,
+            shape=self.tool_result_shape,
+            budget_by_tool=tuple(sorted((self.tool_result_budget_by_tool or {}).items())),
+            exempt_tools=frozenset(self.tool_result_exempt_tools or ()),
+            spill_dir=self.tool_result_spill_dir,
+        )
+
+    def _harvest_tool_names(self, message: Message) -> None:
+        if message.get("role") == "assistant" and message.get("tool_calls"):
+            self._tool_name_by_call_id.update(call_names(message))
+
+    def _truncate_tool_result(self, message: Message) -> Message:
+        """The truncated form of a tool result (cached per ``_seq`` and settings), or the message itself."""
+        settings = self._tool_result_settings()
+        return self._derive(message, "truncated", settings, lambda: self._make_truncated(message, settings))
+
+    def _make_truncated(self, message: Message, settings: ToolResultSettings) -> Message:
+        name = tool_name_of(message, self._tool_name_by_call_id)
+        if not needs_truncation(message, settings, name):
+            return message
+        spill_file = None
+        if settings.spill_dir:
+            spill_file = spill_path(settings.spill_dir, seq_of(message), message["content"])
+            self._spill(spill_file, message["content"])
+        return truncate_tool_result(message, settings, name, spill_file)
+
+    def _spill(self, path: str, content: str) -> None:
+        """Write the full result once; a failure is logged and counted, the pointer stays the same."""
+        if path in self._spilled_paths:
+            return
+        try:
+            _write_spill(path, content)
+            self._spilled_paths.add(path)
+        except OSError as exc:
+            self._fault_counts["spill_write_failures"] += 1
+            logger.warning("context-simple: spill write failed for %s: %s", path, exc)
+
+    def _stub_user_message(self, message: Message) -> Message:
+        content = message.get("content")
+        if not isinstance(content, str):
+            return message
+        return self._derive(message, "stubbed", None, lambda: stub_user_message(message))
+
+    def _derive(self, message: Message, kind: str, settings: Any, make: Callable[[], Message]) -> Message:
+        """Memoize a rewrite of a stored message by (``_seq``, kind) while source and settings hold."""
+        seq = seq_of(message)
+        if seq is None:
+            return make()
+        entry = self._derived.get((seq, kind))
+        if entry is not None and entry[0] is message and entry[1] == settings:
+            return entry[2]
+        derived = make()
+        self._derived[(seq, kind)] = (message, settings, derived)
+        return derived
+
+    # ----- helpers callers rely on -------------------------------------------------------------
+
+    @staticmethod
+    def _extract_seq(message: Any) -> int | None:
+        return seq_of(message)
+
+    def _protected_tool_indices(self, messages: list[Message]) -> list[int]:
+        return sorted(protected_tool_indices(messages, self.protected_tool_results))
+
+    async def _emit(self, event: str, payload: dict[str, Any]) -> None:
+        """Emit a hook event; a failing hook is logged and counted, never raised into the turn."""
+        if self._hooks is None:
+            return
+        try:
+            await self._hooks.emit(event, payload)
+        except Exception as exc:
+            self._fault_counts["hook_emit_failures"] += 1
+            logger.warning("context-simple: emitting %s failed: %s", event, type(exc).__name__)
+
+    @property
+    def fault_stats(self) -> dict[str, int]:
+        """Counters of optional features that failed and degraded (never failed the turn)."""
+        return dict(self._fault_counts)
+
+
+def _is_hook_message(message: Message) -> bool:
+    metadata = message.get("metadata")
+    return isinstance(metadata, dict) and metadata.get("source") == "hook"
+
+
+def _continue() -> Any:
+    try:
+        from amplifier_core.models import HookResult
+    except ImportError:  # the host provides amplifier-core; without it, None also means continue
+        return None
+    return HookResult(action="continue")

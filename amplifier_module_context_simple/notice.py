@@ -1,0 +1,70 @@
+"""The tail compaction notice: a pure function of the last compaction's stats, so it stays
+byte-stable until the next boundary."""
+
+from __future__ import annotations
+
+from typing import Any
+
+NOTICE_SOURCE = "context-compaction"
+
+_MINIMAL = (
+    '<system-reminder source="context-compaction">\n'
+    "Context has been compacted to fit within token budget. "
+    "Some older messages and tool results may be truncated.\n"
+    "</system-reminder>"
+)
+
+
+def _affected(level: int, protected_tool_results: int) -> str:
+    lines = [
+        "- Older tool results have been truncated",
+        "- You can re-run tools if you need the full output",
+    ]
+    if level <= 2:
+        return "\n".join(lines)
+    if level <= 5:
+        return "\n".join([*lines, "- Older conversation messages have been removed"])
+    return "\n".join(
+        [
+            f"- Most tool results are truncated (except last {protected_tool_results})",
+            "- Significant conversation history has been removed",
+            '- Some user messages may be stubbed as "[User message compacted...]"',
+            "- If context is critical, consider asking user to clarify their current goal",
+        ]
+    )
+
+
+def notice_text(stats: dict[str, Any], verbosity: str) -> str:
+    """The notice body for the given stats; "minimal" is one sentence, anything else the summary."""
+    if verbosity == "minimal":
+        return _MINIMAL
+    return (
+        '<system-reminder source="context-compaction">\n'
+        "Context has been compacted to fit within token budget.\n\n"
+        "Compaction summary:\n"
+        f"- Strategy level: {stats['strategy_level']}/8\n"
+        f"- Messages: {stats['before_messages']} → {stats['after_messages']} "
+        f"({stats['messages_removed']} removed, {stats['user_messages_stubbed']} stubbed)\n"
+        f"- Tool results: {stats['messages_truncated']} truncated\n"
+        f"- Tokens: {stats['before_tokens']:,} → {stats['after_tokens']:,} "
+        f"(target: {stats['target_tokens']:,})\n\n"
+        "What was preserved:\n"
+        "- All system messages (your instructions and identity)\n"
+        "- Last user message (current task)\n"
+        f"- Recent messages ({stats['protected_recent']:.0%} of conversation)\n"
+        f"- Last {stats['protected_tool_results']} tool results (full content)\n\n"
+        "What may be affected:\n"
+        f"{_affected(stats['strategy_level'], stats['protected_tool_results'])}\n\n"
+        "Note: This compaction is ephemeral (affects only this request). "
+        "Full history is preserved in session transcript.\n"
+        "</system-reminder>"
+    )
+
+
+def notice_message(stats: dict[str, Any], verbosity: str) -> dict[str, Any]:
+    """The ephemeral user-role notice appended at the tail of a compacted view."""
+    return {
+        "role": "user",
+        "content": notice_text(stats, verbosity),
+        "metadata": {"source": NOTICE_SOURCE, "ephemeral": True},
+    }

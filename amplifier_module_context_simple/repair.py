@@ -1,0 +1,163 @@
+"""View repair: make a crash-broken history acceptable to a provider, without touching the history.
+
+Providers require every assistant tool call to be answered by the tool messages right after it, and
+every tool message to answer a call of that group. A crash can leave an assistant call whose result
+never came, or a result whose call is missing. :func:`repair_view` fixes the VIEW only: it inserts a
+fixed synthetic result for each unanswered call and leaves out orphan and duplicate results. It never
+mutates its input; an unbroken view comes back as the same list object.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# Stable bytes on purpose: the same broken view must always repair to the same request (prompt cache).
+SYNTHETIC_RESULT_TEXT = (
+    "[context-simple: no result was recorded for this tool call; the session was interrupted before it "
+    "completed. Re-run the tool if you still need its output.]"
+)
+
+
+@dataclass(frozen=True)
+class RepairReport:
+    """What :func:`repair_view` did; ``calls_without_id`` are counted but cannot be repaired."""
+
+    synthetic_results: int = 0
+    orphans_dropped: int = 0
+    duplicates_dropped: int = 0
+    calls_without_id: int = 0
+
+    @property
+    def changed(self) -> bool:
+        """True when the repaired view differs from the input view."""
+        return bool(self.synthetic_results or self.orphans_dropped or self.duplicates_dropped)
+
+
+def tool_call_ids(message: dict[str, Any]) -> list[str | None] | None:
+    """Ids of an assistant's tool calls in order (None for a missing/empty id); None if it has none."""
+    if message.get("role") != "assistant":
+        return None
+    calls = message.get("tool_calls")
+    if not isinstance(calls, list) or not calls:
+        return None
+    # Both the OpenAI {"id", "function": {...}} and the flat {"id", "name", ...} shapes key on "id".
+    ids = [call.get("id") if isinstance(call, dict) else None for call in calls]
+    return [i if isinstance(i, str) and i else None for i in ids]
+
+
+def _is_tool_result(message: dict[str, Any]) -> bool:
+    return message.get("role") == "tool"
+
+
+def synthetic_result(call_id: str) -> dict[str, Any]:
+    """The stand-in result for a call that was never answered (a fresh dict every time)."""
+    return {"role": "tool", "tool_call_id": call_id, "content": SYNTHETIC_RESULT_TEXT}
+
+
+class _Scan:
+    """Single-pass state of :func:`repair_view`: the open tool-call group and the counts so far."""
+
+    def __init__(self) -> None:
+        self.out: list[dict[str, Any]] = []
+        self.expected: dict[str, None] = {}  # ordered set: ids of the open group, in call order
+        self.answered: set[str] = set()
+        self.synthetic = self.orphans = self.duplicates = self.no_id = 0
+
+    def open_group(self, ids: list[str | None]) -> None:
+        self.expected = dict.fromkeys(i for i in ids if i is not None)
+        self.answered = set()
+        self.no_id += ids.count(None)
+
+    def close_group(self) -> None:
+        """Answer the open group's unanswered ids, at the end of its run of tool messages."""
+        for call_id in self.expected:
+            if call_id not in self.answered:
+                self.out.append(synthetic_result(call_id))
+                self.synthetic += 1
+        self.expected, self.answered = {}, set()
+
+    def tool_result(self, message: dict[str, Any]) -> None:
+        call_id = message.get("tool_call_id")
+        if not isinstance(call_id, str) or call_id not in self.expected:
+            self.orphans += 1
+        elif call_id in self.answered:
+            self.duplicates += 1
+        else:
+            self.answered.add(call_id)
+            self.out.append(message)
+
+
+def repair_view(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], RepairReport]:
+    """Repair a view in one O(n) pass; return the same list object when nothing needed repair.
+
+    Unanswered calls of a non-trailing assistant get synthetic results; orphan and duplicate tool
+    results are left out. A trailing assistant (the last message) keeps its unanswered calls: the
+    orchestrator is about to run them.
+    """
+    scan = _Scan()
+    group_start = -1  # index of the open group's assistant, -1 when no group is open
+    for index, message in enumerate(messages):
+        if _is_tool_result(message):
+            if group_start < 0:
+                scan.orphans += 1
+            else:
+                scan.tool_result(message)
+            continue
+        if group_start >= 0:
+            scan.close_group()
+            group_start = -1
+        ids = tool_call_ids(message)
+        if ids is not None:
+            scan.open_group(ids)
+            group_start = index
+        scan.out.append(message)
+    if group_start >= 0 and group_start != len(messages) - 1:
+        scan.close_group()
+    report = RepairReport(scan.synthetic, scan.orphans, scan.duplicates, scan.no_id)
+    return (scan.out if report.changed else messages), report
+
+
+def view_problems(messages: list[dict[str, Any]]) -> list[str]:
+    """Every reason a provider would reject this view's tool-call pairing; empty when valid.
+
+    Checked: each assistant tool call (except the last message's) is answered by the contiguous tool
+    messages right after it; each such tool message answers a distinct call of its group; every call
+    has an id. Written independently of :func:`repair_view` so tests can use it as an oracle.
+    """
+    problems: list[str] = []
+    index = 0
+    while index < len(messages):
+        ids = tool_call_ids(messages[index])
+        if _is_tool_result(messages[index]):
+            problems.append(f"message {index}: tool result outside any tool-call group")
+            index += 1
+            continue
+        if ids is None:
+            index += 1
+            continue
+        end = index + 1
+        while end < len(messages) and _is_tool_result(messages[end]):
+            end += 1
+        problems.extend(_group_problems(messages, index, end, ids))
+        index = end
+    return problems
+
+
+def _group_problems(messages: list[dict[str, Any]], start: int, end: int, ids: list[str | None]) -> list[str]:
+    """Problems of one group: assistant at ``start``, its tool messages at ``start+1 .. end-1``."""
+    problems = [f"message {start}: tool call without an id" for i in ids if i is None]
+    seen: set[str] = set()
+    for position in range(start + 1, end):
+        call_id = messages[position].get("tool_call_id")
+        if not isinstance(call_id, str) or call_id not in ids:
+            problems.append(f"message {position}: tool result {call_id!r} answers no call of its group")
+        elif call_id in seen:
+            problems.append(f"message {position}: duplicate tool result for {call_id!r}")
+        else:
+            seen.add(call_id)
+    if start != len(messages) - 1:
+        for call_id in dict.fromkeys(i for i in ids if i is not None):
+            if call_id not in seen:
+                problems.append(f"message {start}: tool call {call_id!r} has no result")
+    return problems

@@ -1,0 +1,85 @@
+"""Tool-call groups by identity: an assistant's ``tool_calls`` and every result that answers them.
+
+A provider rejects a request in which a tool result has no call or a call has no result, so the
+ladder and the summary absorb whole groups or nothing. Groups are keyed by ``tool_calls[].id`` and
+``tool_call_id``, never by adjacency.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def call_ids(message: dict[str, Any]) -> list[str]:
+    """Ids of an assistant message's tool calls (both the OpenAI and the flat shapes)."""
+    calls = message.get("tool_calls")
+    if message.get("role") != "assistant" or not isinstance(calls, list):
+        return []
+    ids = []
+    for call in calls:
+        call_id = call.get("id") if isinstance(call, dict) else getattr(call, "id", None)
+        if isinstance(call_id, str) and call_id:
+            ids.append(call_id)
+    return ids
+
+
+def call_names(message: dict[str, Any]) -> dict[str, str]:
+    """Map call id -> tool name for an assistant message's tool calls."""
+    names: dict[str, str] = {}
+    for call in message.get("tool_calls") or []:
+        if not isinstance(call, dict) or not isinstance(call.get("id"), str):
+            continue
+        function = call.get("function")
+        name = function.get("name") if isinstance(function, dict) else None
+        name = name or call.get("name") or call.get("tool")
+        if isinstance(name, str) and name:
+            names[call["id"]] = name
+    return names
+
+
+def has_tool_calls(message: dict[str, Any]) -> bool:
+    return message.get("role") == "assistant" and bool(message.get("tool_calls"))
+
+
+def tool_groups(messages: list[dict[str, Any]]) -> dict[int, tuple[int, ...]]:
+    """Map each index that belongs to a tool group to the group's indices (assistant first).
+
+    A result belongs to the nearest earlier assistant that declared its id, so duplicated ids in a
+    long session attach to the right call. Orphan results and plain messages are not in the map.
+    """
+    owner_of_id: dict[str, int] = {}
+    members: dict[int, list[int]] = {}
+    for index, message in enumerate(messages):
+        role = message.get("role")
+        if role == "assistant":
+            ids = call_ids(message)
+            if ids:
+                members[index] = [index]
+                for call_id in ids:
+                    owner_of_id[call_id] = index
+        elif role == "tool":
+            owner = owner_of_id.get(message.get("tool_call_id"))
+            if owner is not None:
+                members[owner].append(index)
+    groups: dict[int, tuple[int, ...]] = {}
+    for indices in members.values():
+        group = tuple(indices)
+        for index in group:
+            groups[index] = group
+    return groups
+
+
+def in_flight_start(messages: list[dict[str, Any]]) -> int | None:
+    """Start of a trailing tool group whose results are still arriving (some, not all, present).
+
+    Such a view would send a half-answered group; the caller leaves its results out so the view
+    ends on the calls, the shape an orchestrator produces between a call and its results.
+    """
+    index = len(messages)
+    while index > 0 and messages[index - 1].get("role") == "tool":
+        index -= 1
+    if index == len(messages) or index == 0 or not has_tool_calls(messages[index - 1]):
+        return None
+    wanted = set(call_ids(messages[index - 1]))
+    answered = {m.get("tool_call_id") for m in messages[index:]}
+    return index if wanted - answered else None

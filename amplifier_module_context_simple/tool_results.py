@@ -1,0 +1,157 @@
+"""Tool-result truncation: legacy head-only, token budgets, head+tail shape, exemptions, spill.
+
+Everything here works on characters, never lines, so a single 20 MB line costs time linear in its
+size. The replacement text is a pure function of the content and the settings: sticky decisions
+re-derive it on every request, and a byte that changed would cost a cold prompt-cache rebuild.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import secrets
+import stat
+from dataclasses import dataclass
+from typing import Any
+
+from .config import TOOL_RESULT_SHAPE_HEAD, TOOL_RESULT_SHAPE_HEAD_TAIL
+
+logger = logging.getLogger("amplifier_module_context_simple")
+
+TOOL_RESULT_CHARS_PER_TOKEN = 4
+LEGACY_RECOVERY = "call tool again if needed"
+
+
+@dataclass(frozen=True)
+class ToolResultSettings:
+    """The live tool-result knobs of one request (hashable: part of the derived-message cache key)."""
+
+    truncate_chars: int = 250
+    budget_tokens: int | None = None
+    shape: str = TOOL_RESULT_SHAPE_HEAD
+    budget_by_tool: tuple[tuple[str, int], ...] = ()
+    exempt_tools: frozenset[str] = frozenset()
+    spill_dir: str | None = None
+
+
+def resolve_budget(tool_name: str | None, settings: ToolResultSettings) -> tuple[int, str]:
+    """(budget in chars, shape): per-tool budget, then the global token budget, then legacy chars."""
+    per_tool = dict(settings.budget_by_tool)
+    if tool_name is not None and tool_name in per_tool:
+        return per_tool[tool_name] * TOOL_RESULT_CHARS_PER_TOKEN, settings.shape
+    if settings.budget_tokens is not None:
+        return settings.budget_tokens * TOOL_RESULT_CHARS_PER_TOKEN, settings.shape
+    return settings.truncate_chars, TOOL_RESULT_SHAPE_HEAD
+
+
+def tool_name_of(message: dict[str, Any], names_by_call_id: dict[str, str]) -> str | None:
+    """The tool that produced a result: its ``name``, ``metadata.tool_name``, or its call's name."""
+    name = message.get("name")
+    if isinstance(name, str) and name:
+        return name
+    metadata = message.get("metadata")
+    if isinstance(metadata, dict) and isinstance(metadata.get("tool_name"), str):
+        return metadata["tool_name"]
+    return names_by_call_id.get(message.get("tool_call_id"))
+
+
+def content_digest(content: str) -> str:
+    return hashlib.sha256(content.encode("utf-8", errors="replace")).hexdigest()[:16]
+
+
+def spill_path(spill_dir: str, seq: int | None, content: str) -> str:
+    """Content-addressed file name; nothing in it comes from tool output or tool names."""
+    digest = content_digest(content)
+    name = f"tool-result-{seq:06d}-{digest}.txt" if seq is not None else f"tool-result-{digest}.txt"
+    return os.path.join(spill_dir, name)
+
+
+def format_truncated(content: str, budget_chars: int, shape: str, recovery: str) -> str:
+    """The replacement text: header, then the head (legacy) or head and tail with a marker."""
+    header = f"[truncated: ~{len(content) // 4:,} tokens - {recovery}]"
+    if shape != TOOL_RESULT_SHAPE_HEAD_TAIL:
+        return f"{header} {content[:budget_chars]}..."
+    head_chars = budget_chars // 2
+    tail_chars = budget_chars - head_chars
+    tail = content[-tail_chars:] if tail_chars > 0 else ""
+    omitted = len(content) - head_chars - len(tail)
+    return f"{header} {content[:head_chars]}\n...[{omitted:,} chars omitted]...\n{tail}"
+
+
+def truncate_tool_result(
+    message: dict[str, Any],
+    settings: ToolResultSettings,
+    tool_name: str | None,
+    spill_file: str | None = None,
+) -> dict[str, Any]:
+    """A truncated copy of a tool result, or the message itself (by identity) when it stays whole."""
+    content = message.get("content")
+    if not isinstance(content, str) or (tool_name is not None and tool_name in settings.exempt_tools):
+        return message
+    budget_chars, shape = resolve_budget(tool_name, settings)
+    if len(content) <= budget_chars:
+        return message
+    recovery = f"read {spill_file} for the full result" if spill_file else LEGACY_RECOVERY
+    return {
+        **message,
+        "content": format_truncated(content, budget_chars, shape, recovery),
+        "_truncated": True,
+        "_original_tokens": len(content) // 4,
+    }
+
+
+def needs_truncation(message: dict[str, Any], settings: ToolResultSettings, tool_name: str | None) -> bool:
+    content = message.get("content")
+    if not isinstance(content, str) or (tool_name is not None and tool_name in settings.exempt_tools):
+        return False
+    return len(content) > resolve_budget(tool_name, settings)[0]
+
+
+def _open_spill_dir(spill_dir: str) -> int:
+    """Open (creating with mode 0700 if missing) the spill directory, refusing a symlink."""
+    if os.path.islink(spill_dir):
+        raise PermissionError(f"spill directory {spill_dir!r} is a symlink; refusing to follow it")
+    if not os.path.isdir(spill_dir):
+        os.makedirs(spill_dir, mode=0o700, exist_ok=True)
+    # O_NOFOLLOW closes the race between the check above and the open.
+    return os.open(spill_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+
+
+def _existing(name: str, dir_fd: int) -> bool:
+    """True when the target is already written; a symlink there is refused, never followed."""
+    try:
+        info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISREG(info.st_mode):
+        raise PermissionError(f"spill target {name!r} exists and is not a regular file; refusing")
+    return True
+
+
+def write_spill(path: str, content: str) -> None:
+    """Write ``content`` to ``path`` atomically (temp file in the same directory, then rename), mode 0600.
+
+    Idempotent: an existing regular file is the same content (the name is its hash). Raises OSError
+    (PermissionError for a refused symlink) so the caller can log and count the failure.
+    """
+    directory, name = os.path.split(path)
+    dir_fd = _open_spill_dir(directory)
+    try:
+        if _existing(name, dir_fd):
+            return
+        temp = f".{name}.{secrets.token_hex(6)}.tmp"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+        fd = os.open(temp, flags, 0o600, dir_fd=dir_fd)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(content.encode("utf-8", errors="replace"))
+            os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except BaseException:
+            try:
+                os.unlink(temp, dir_fd=dir_fd)
+            except OSError:
+                pass
+            raise
+    finally:
+        os.close(dir_fd)

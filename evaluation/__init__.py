@@ -1,0 +1,1 @@
+"""Evaluation harness: replay transcripts against a simulated provider and prompt cache."""

@@ -1,0 +1,115 @@
+"""`python -m evaluation`: replay transcripts through every arm and write the report.
+
+`python -m evaluation identity` runs the byte-identity check instead (see identity.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .arms import ARMS, Arm, arm_by_name, engine_arm, load_engine
+from .cache import Prices
+from .driver import Settings
+from .scenarios import planted_facts
+from .workloads import Workload, load_path, shipped
+
+DEFAULT_OUT = Path(__file__).resolve().parent / "out"
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    """Command-line options of the main run."""
+    p = argparse.ArgumentParser(prog="python -m evaluation", description=__doc__)
+    p.add_argument("--workload", action="append", help="a .jsonl session or a folder of them (repeatable)")
+    p.add_argument("--no-scenario", action="store_true", help="skip the generated planted-fact scenario")
+    p.add_argument("--seed", type=int, default=7, help="seed of the planted-fact scenario")
+    p.add_argument("--arms", help="comma-separated arm names (default: all)")
+    p.add_argument("--engine", action="append", default=[], help="another installed context module (repeatable)")
+    p.add_argument("--window-fraction", type=float, default=0.35, help="budget as a share of the session size")
+    p.add_argument("--max-output-tokens", type=int, default=1024)
+    p.add_argument("--price-input", type=float, default=1.0)
+    p.add_argument("--price-cache-write", type=float, default=1.25)
+    p.add_argument("--price-cache-read", type=float, default=0.1)
+    p.add_argument("--jobs", type=int, default=None, help="worker processes (default: cores, at most 4)")
+    p.add_argument("--no-tiktoken", action="store_true", help="use the fallback counter")
+    p.add_argument("--no-plots", action="store_true")
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (default evaluation/out)")
+    return p.parse_args(argv)
+
+
+def choose_workloads(args: argparse.Namespace) -> list[Workload]:
+    """The shipped sessions (or the user's), plus the planted-fact scenario."""
+    loads = [w for path in args.workload for w in load_path(path)] if args.workload else shipped()
+    if not args.no_scenario:
+        loads.append(planted_facts(args.seed))
+    return loads
+
+
+def choose_arms(args: argparse.Namespace) -> list[Arm]:
+    """The arm table (or a subset), plus one arm per --engine."""
+    arms = [arm_by_name(n.strip()) for n in args.arms.split(",")] if args.arms else list(ARMS)
+    return arms + [engine_arm(e) for e in args.engine]
+
+
+def engine_labels(arms: list[Arm]) -> dict[str, str]:
+    """What each engine name resolved to (a stand-in is named as such)."""
+    out = {}
+    for name in sorted({a.engine for a in arms}):
+        try:
+            out[name] = load_engine(name)[1]
+        except Exception as exc:  # reported, and its arms fail at mount
+            out[name] = f"could not be loaded: {exc}"
+    return out
+
+
+class Progress:
+    """A rich progress bar behind the tiny interface the runner uses."""
+
+    def __init__(self, bar: Any) -> None:
+        self.bar, self.task = bar, None
+
+    def total(self, n: int) -> None:
+        self.task = self.bar.add_task("replaying", total=n)
+
+    def advance(self, label: str) -> None:
+        self.bar.update(self.task, advance=1, description=label[:60])
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the evaluation; returns a process exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "identity":
+        from .identity import main as identity_main
+
+        return identity_main(argv[1:])
+    return run(parse(argv))
+
+
+def run(args: argparse.Namespace) -> int:
+    """The main job: replay, measure, report, plot."""
+    from rich.progress import Progress as RichProgress
+
+    from . import plots, report
+    from .runner import default_jobs, run_all
+
+    prices = Prices(args.price_input, args.price_cache_write, args.price_cache_read)
+    settings = Settings(args.window_fraction, args.max_output_tokens, prices=prices)
+    arms, workloads = choose_arms(args), choose_workloads(args)
+    started = time.perf_counter()
+    with RichProgress(transient=True) as bar:
+        jobs = args.jobs or default_jobs()
+        runs = run_all(arms, workloads, settings, jobs, not args.no_tiktoken, Progress(bar))
+    data = report.build(arms, runs, settings, engine_labels(arms))
+    data["elapsed_s"] = round(time.perf_counter() - started, 1)
+    names = [] if args.no_plots else plots.write_all(data, args.out)
+    json_path, md_path = report.write(data, args.out, names)
+    report.print_table(data)
+    print(f"{len(runs)} runs in {data['elapsed_s']} s; wrote {md_path}, {json_path} and {len(names)} plots")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

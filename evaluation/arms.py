@@ -1,0 +1,102 @@
+"""Arms: named configurations run on the same workloads. A new arm is one line in `ARMS`.
+
+Engines are Amplifier context modules loaded by entry-point name (group `amplifier.modules`), plus
+the in-harness `passthrough` reference that never compacts. An arm whose config the installed module
+rejects at mount (ValueError/TypeError) or never reads is reported as "not available".
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cache
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any
+
+from .standin import mount_passthrough, mount_standin
+
+DEFAULT_ENGINE = "context-simple"
+PASSTHROUGH = "passthrough"
+LOCAL_ENGINES: dict[str, Callable[..., Any]] = {PASSTHROUGH: mount_passthrough}
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One named configuration of one engine."""
+
+    name: str
+    config: dict[str, Any] = field(default_factory=dict)
+    notes: str = ""
+    engine: str = DEFAULT_ENGINE
+
+
+ARMS: list[Arm] = [
+    Arm("none", {}, "reference: no compaction, the whole history every request", PASSTHROUGH),
+    Arm("progressive", {}, "the default configuration"),
+    Arm("tool_budget_head", {"tool_result_budget_tokens": 250}, "truncated tool results keep 1,000 head chars"),
+    Arm(
+        "head_tail",
+        {"tool_result_budget_tokens": 250, "tool_result_shape": "head_tail"},
+        "truncated tool results keep 500 head + 500 tail chars",
+    ),
+    Arm("meter_actual", {"token_meter": "actual"}, "compaction gated on the provider's reported usage"),
+    Arm("meter_hybrid", {"token_meter": "hybrid"}, "reported usage plus an estimate of the new tail"),
+    Arm("clear_at_least", {"compact_clear_at_least": 0.2}, "refuse rebuilds freeing < 20% of the budget"),
+    Arm("replay", {"replay_last_user_on_compaction": True}, "replays the last user message after compaction"),
+    Arm(
+        "summary",
+        {"compaction_strategy": "summary"},
+        "scripted deterministic summarizer: a mechanism test, not a quality claim",
+    ),
+    Arm("counter_tiktoken", {"token_counter": "tiktoken:o200k_base"}, "module counts with o200k (coming soon)"),
+]
+
+
+def arm_by_name(name: str) -> Arm:
+    """Look an arm up in the table."""
+    for arm in ARMS:
+        if arm.name == name:
+            return arm
+    raise KeyError(f"unknown arm {name!r}; known: {', '.join(a.name for a in ARMS)}")
+
+
+def engine_arm(engine: str) -> Arm:
+    """An arm running another installed context module with its own defaults."""
+    return Arm(f"engine:{engine}", {}, f"installed module {engine!r} with its defaults", engine)
+
+
+def load_engine(name: str) -> tuple[Callable[..., Any], str]:
+    """The mount function of an engine and a label saying what actually ran."""
+    if name in LOCAL_ENGINES:
+        return LOCAL_ENGINES[name], f"in-harness {name}"
+    found = [ep for ep in entry_points(group="amplifier.modules") if ep.name == name]
+    if not found:
+        raise LookupError(f"no Amplifier module {name!r} in entry-point group amplifier.modules")
+    try:
+        return found[0].load(), f"{name} ({found[0].value})"
+    except (ImportError, AttributeError) as exc:
+        if name != DEFAULT_ENGINE:
+            raise
+        return mount_standin, f"STAND-IN (the installed {name} could not be loaded: {exc})"
+
+
+def ignored_keys(arm: Arm) -> list[str]:
+    """Config keys that the engine's source never mentions, i.e. keys it would silently ignore."""
+    if arm.engine in LOCAL_ENGINES or not arm.config:
+        return []
+    mount, label = load_engine(arm.engine)
+    if label.startswith("STAND-IN"):
+        return []  # the stand-in rejects unknown keys at mount instead
+    text = _package_source(mount.__module__)
+    return [k for k in arm.config if f'"{k}"' not in text and f"'{k}'" not in text]
+
+
+@cache
+def _package_source(module_name: str) -> str:
+    """All Python source of the package that defines `module_name`."""
+    module = importlib.import_module(module_name.split(".")[0])
+    path = Path(getattr(module, "__file__", "") or "")
+    files = sorted(path.parent.rglob("*.py")) if path.name == "__init__.py" else [path]
+    return "\n".join(f.read_text(encoding="utf-8", errors="replace") for f in files if f.is_file())

@@ -1,0 +1,72 @@
+"""How far the estimate and content counters stray from true o200k counts on the real transcripts.
+
+True = ``tiktoken_counter("o200k_base")``: exact o200k tokens of the same billable parts plus the same
+per-message overhead. Per counter, prints session-level ratios (sum counter / sum true) and
+message-level |ratio - 1|. Run from the repository root: ``uv run python -m evaluation.counter_error``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKLOADS = ROOT / "tests" / "data" / "workloads"
+CACHE_DIR = ROOT / "tests" / "data" / "tiktoken_cache"
+
+
+def load_sessions() -> dict[str, list[dict[str, Any]]]:
+    """Every workload transcript, one message per JSONL line, keyed by file stem."""
+    return {
+        path.stem: [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        for path in sorted(WORKLOADS.glob("*.jsonl"))
+    }
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..1) of a non-empty list."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def measure(counter: Any, sessions: dict[str, list[dict[str, Any]]], truth: dict[str, list[int]]) -> dict:
+    """Session ratios, message |ratio-1| errors and elapsed seconds of one counter."""
+    session_ratios, message_errors, elapsed = [], [], 0.0
+    for stem, messages in sessions.items():
+        start = time.perf_counter()
+        counts = [counter(message) for message in messages]
+        elapsed += time.perf_counter() - start
+        session_ratios.append(sum(counts) / sum(truth[stem]))
+        message_errors.extend(abs(c / t - 1) for c, t in zip(counts, truth[stem], strict=True))
+    return {"sessions": session_ratios, "errors": message_errors, "seconds": elapsed}
+
+
+def main() -> None:
+    """Print the error table for the estimate and content counters."""
+    os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(CACHE_DIR))
+    from amplifier_module_context_simple.token_counter import resolve_counter
+
+    sessions = load_sessions()
+    true_counter = resolve_counter("tiktoken:o200k_base")
+    truth = {stem: [true_counter(m) for m in messages] for stem, messages in sessions.items()}
+    n_messages = sum(len(messages) for messages in sessions.values())
+    total_true = sum(sum(counts) for counts in truth.values())
+    print(f"{len(sessions)} sessions, {n_messages} messages, {total_true:,} true o200k tokens")
+    print(f"ratio = counter / {true_counter.name} (billable parts + per-message overhead)\n")
+    header = f"{'counter':<10} {'sess min':>9} {'sess med':>9} {'sess max':>9} {'msg mean|r-1|':>14}"
+    print(f"{header} {'msg p90|r-1|':>13} {'seconds':>8}")
+    for name in ("estimate", "content"):
+        row = measure(resolve_counter(name), sessions, truth)
+        ratios, errors = row["sessions"], row["errors"]
+        print(
+            f"{name:<10} {min(ratios):>9.3f} {statistics.median(ratios):>9.3f} {max(ratios):>9.3f} "
+            f"{statistics.fmean(errors):>14.3f} {percentile(errors, 0.9):>13.3f} {row['seconds']:>8.2f}"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,273 @@
+"""The replay driver: feed a session to a context engine the way an orchestrator does.
+
+Messages are added in order (with a frozen `metadata.timestamp`, so views are deterministic) and a
+request view is asked for before every assistant message. The simulated provider bills each view and
+emits `llm:response`; the loop then yields a few times so a background summary task can finish.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import inspect
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from .arms import Arm, ignored_keys, load_engine
+from .cache import Prices
+from .provider import SimProvider
+from .tokens import TokenCounter, canonical_json, content_text, wire_message
+from .workloads import Workload
+
+NOTICE_RESERVE = 800
+SAFETY_MARGIN = 4096
+EPOCH = datetime(2025, 1, 1, tzinfo=UTC)
+TAIL_PROBE_CHARS = 80
+YIELDS_AFTER_REQUEST = 10
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Per-run sizing and prices."""
+
+    window_fraction: float = 0.35
+    max_output_tokens: int = 1024
+    output_reserve_fraction: float = 0.5
+    min_budget: int = 2048
+    min_cacheable: int = 1024
+    prices: Prices = field(default_factory=Prices)
+
+
+@dataclass(frozen=True)
+class Window:
+    """The simulated window of one workload, derived from its true size."""
+
+    session_tokens: int
+    budget: int
+    context_window: int
+    max_output_tokens: int
+
+    @property
+    def limit(self) -> int:
+        """The largest prompt a provider accepts while leaving room for max_output_tokens."""
+        return self.context_window - self.max_output_tokens
+
+
+def size_window(session_tokens: int, s: Settings) -> Window:
+    """Choose W so the module's effective budget is `window_fraction` of the session's true size.
+
+    The module budgets W - int(max_output * reserve_fraction) - 4096 - 800 (notice reserve); we
+    invert that formula.
+    """
+    budget = max(s.min_budget, int(session_tokens * s.window_fraction))
+    window = budget + NOTICE_RESERVE + SAFETY_MARGIN + int(s.max_output_tokens * s.output_reserve_fraction)
+    return Window(session_tokens, budget, window, s.max_output_tokens)
+
+
+@dataclass
+class Request:
+    """What one request looked like and how it was billed."""
+
+    index: int
+    messages: int = 0
+    true_tokens: int = 0
+    estimate: int = 0
+    read: int = 0
+    write: int = 0
+    plain: int = 0
+    waste: int = 0
+    cost: float = 0.0
+    boundary: bool = False
+    over_window: bool = False
+    orphans: int = 0
+    unanswered: int = 0
+    system_hash: str = ""
+    ms: float = 0.0
+    facts: list[str] = field(default_factory=list)
+    facts_due: list[str] = field(default_factory=list)
+    retracted_present: bool = False
+    truncated_tools: int = 0
+    tails_kept: int = 0
+    error: str | None = None
+
+
+@dataclass
+class Run:
+    """One arm on one workload."""
+
+    arm: str
+    workload: str
+    engine: str
+    window: Window
+    counter: str
+    available: bool = True
+    reason: str = ""
+    requests: list[Request] = field(default_factory=list)
+    facts: list[str] = field(default_factory=list)
+    probe_requests: list[int] = field(default_factory=list)
+    estimate_source: str = ""
+    summary_calls: int = 0
+    summary_cost: float = 0.0
+    view_digest: str = ""
+
+
+def frozen(msg: dict, i: int) -> dict:
+    """A copy of a message with a fixed, per-position `metadata.timestamp`."""
+    stamp = (EPOCH + timedelta(seconds=i)).isoformat(timespec="milliseconds")
+    return {**msg, "metadata": {**(msg.get("metadata") or {}), "timestamp": stamp}}
+
+
+async def mount_arm(arm: Arm, coordinator: Any) -> tuple[Any, Any, str]:
+    """Mount an arm's engine on the coordinator; returns (context, cleanup, engine label)."""
+    mount, label = load_engine(arm.engine)
+    cleanup = await mount(coordinator, dict(arm.config))
+    return coordinator.get("context"), cleanup, label
+
+
+def replay(arm: Arm, workload: Workload, settings: Settings, counter: TokenCounter) -> Run:
+    """Replay one workload through one arm (synchronous entry point)."""
+    return asyncio.run(replay_async(arm, workload, settings, counter))
+
+
+async def replay_async(arm: Arm, workload: Workload, settings: Settings, counter: TokenCounter) -> Run:
+    """Replay one workload through one arm."""
+    from amplifier_core.testing import MockCoordinator
+
+    window = size_window(counter.messages(workload.messages), settings)
+    run = Run(arm.name, workload.name, "", window, counter.name, facts=sorted(workload.facts))
+    run.probe_requests = list(workload.probe_requests)
+    coordinator = MockCoordinator()
+    provider = SimProvider(
+        counter,
+        window.context_window,
+        window.max_output_tokens,
+        coordinator.hooks,
+        settings.prices,
+        settings.min_cacheable,
+    )
+    try:
+        ctx, cleanup, run.engine = await mount_arm(arm, coordinator)
+    except (ValueError, TypeError) as exc:
+        run.available, run.reason = False, f"rejected at mount: {exc}"
+        return run
+    ignored = ignored_keys(arm)
+    if ignored:
+        run.available, run.reason = False, f"config key(s) ignored by the engine: {', '.join(ignored)}"
+        return run
+    await _drive(ctx, provider, workload, run)
+    await _cleanup(cleanup)
+    run.summary_calls = provider.summary_calls
+    p = settings.prices
+    run.summary_cost = provider.summary_input_tokens * p.input + provider.summary_output_tokens * p.output
+    return run
+
+
+async def _drive(ctx: Any, provider: SimProvider, workload: Workload, run: Run) -> None:
+    originals = {m["tool_call_id"]: m["content"] for m in workload.messages if m.get("tool_call_id")}
+    prev: list[tuple] | None = None
+    digest = hashlib.sha256()
+    due: list[str] = []
+    for i, msg in enumerate(workload.messages):
+        if msg["role"] == "assistant":
+            req = Request(index=len(run.requests) + 1, facts_due=list(due))
+            run.requests.append(req)
+            prev = await _request(ctx, provider, msg, req, prev, run, workload, originals, digest)
+            for _ in range(YIELDS_AFTER_REQUEST):
+                await asyncio.sleep(0)
+        await ctx.add_message(frozen(msg, i))
+        text = view_text([msg])
+        due += [name for name, fact in workload.facts.items() if fact in text and name not in due]
+    run.view_digest = digest.hexdigest()
+
+
+async def _request(ctx, provider, answer, req, prev, run, workload, originals, digest) -> list[tuple] | None:
+    start = time.perf_counter()
+    try:
+        view = list(await ctx.get_messages_for_request(provider=provider))
+    except Exception as exc:  # a broken request is a finding, not a crash of the harness
+        req.error = f"{type(exc).__name__}: {exc}"[:300]
+        digest.update(f"error {req.index}: {req.error}\n".encode())
+        return prev
+    req.ms = (time.perf_counter() - start) * 1000
+    digest.update((canonical_json(view) + "\n").encode())
+    bill = await provider.respond(view, answer)
+    keys, _ = provider.measure(view)
+    o = bill.outcome
+    req.messages, req.true_tokens = len(view), o.total
+    req.read, req.write, req.plain, req.waste = o.read, o.write, o.plain, o.waste
+    req.cost = o.cost(provider.prices)
+    req.boundary = prev is not None and keys[: len(prev)] != prev
+    req.over_window = o.total > run.window.limit
+    req.estimate, run.estimate_source = _estimate(ctx, view)
+    req.orphans, req.unanswered = tool_pairing_faults(view)
+    req.system_hash = system_hash(view)
+    _probe_facts(view, workload, req)
+    req.truncated_tools, req.tails_kept = tail_retention(view, originals)
+    return keys[: bill.cacheable]
+
+
+def _estimate(ctx: Any, view: list[dict]) -> tuple[int, str]:
+    sent = getattr(ctx, "_last_sent_estimate", None)
+    if isinstance(sent, int) and not isinstance(sent, bool):
+        return sent, "the module's own estimate of the view it sent (_last_sent_estimate)"
+    return sum(len(str(m)) // 4 for m in view), "len(str(message))//4 over the view (upstream estimator)"
+
+
+def tool_pairing_faults(view: list[dict]) -> tuple[int, int]:
+    """(tool results with no earlier matching call, calls never answered) in a view."""
+    open_calls: set[str] = set()
+    orphans = 0
+    for m in view:
+        for call in m.get("tool_calls") or []:
+            open_calls.add(call.get("id"))
+        if m.get("role") == "tool":
+            if m.get("tool_call_id") in open_calls:
+                open_calls.discard(m.get("tool_call_id"))
+            else:
+                orphans += 1
+    return orphans, len(open_calls)
+
+
+def system_hash(view: list[dict]) -> str:
+    """Hash of the wire form of every system message in a view."""
+    systems = [wire_message(m) for m in view if m.get("role") == "system"]
+    return hashlib.sha256(canonical_json(systems).encode()).hexdigest()[:16]
+
+
+def view_text(view: list[dict]) -> str:
+    """Every piece of text a model would read in a view (contents and tool-call arguments)."""
+    parts = [content_text(m.get("content")) for m in view]
+    for m in view:
+        parts += [str((c.get("function") or {}).get("arguments", "")) for c in m.get("tool_calls") or []]
+    return "\n".join(parts)
+
+
+def _probe_facts(view: list[dict], workload: Workload, req: Request) -> None:
+    if not workload.facts:
+        return
+    text = view_text(view)
+    req.facts = sorted(name for name, fact in workload.facts.items() if fact in text)
+    req.retracted_present = bool(workload.retracted and workload.retracted in text)
+
+
+def tail_retention(view: list[dict], originals: dict[str, Any]) -> tuple[int, int]:
+    """(tool results shown shortened, of which the original's last 80 chars are still shown)."""
+    truncated = kept = 0
+    for m in view:
+        orig = originals.get(m.get("tool_call_id")) if m.get("role") == "tool" else None
+        if not isinstance(orig, str) or m.get("content") == orig:
+            continue
+        truncated += 1
+        tail = orig[-TAIL_PROBE_CHARS:].strip()
+        kept += bool(tail) and tail in content_text(m.get("content"))
+    return truncated, kept
+
+
+async def _cleanup(cleanup: Any) -> None:
+    if cleanup is None:
+        return
+    result = cleanup()
+    if inspect.isawaitable(result):
+        await result

@@ -1,0 +1,128 @@
+"""Metrics per arm and workload, and their pooled totals per arm."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+from .driver import Run
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Nearest-rank percentile (q in 0..100); None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def _ratio(num: float, den: float) -> float | None:
+    return num / den if den else None
+
+
+def run_metrics(run: Run) -> dict[str, Any]:
+    """The metrics of one arm on one workload (see README for each definition)."""
+    ok = [r for r in run.requests if r.error is None]
+    total = sum(r.true_tokens for r in ok)
+    m: dict[str, Any] = {
+        "arm": run.arm,
+        "workload": run.workload,
+        "available": run.available,
+        "reason": run.reason,
+        "requests": len(run.requests),
+        "errors": len(run.requests) - len(ok),
+        "boundaries": sum(r.boundary for r in ok),
+        "prompt_tokens": total,
+        "cache_read_tokens": sum(r.read for r in ok),
+        "cache_write_tokens": sum(r.write for r in ok),
+        "plain_input_tokens": sum(r.plain for r in ok),
+        "cache_read_share": _ratio(sum(r.read for r in ok), total),
+        "cache_waste": sum(r.waste for r in ok),
+        "cost": sum(r.cost for r in ok) + run.summary_cost,
+        "summary_calls": run.summary_calls,
+        "summary_cost": run.summary_cost,
+        "peak_true_tokens": max((r.true_tokens for r in ok), default=0),
+        "window": run.window.context_window,
+        "window_limit": run.window.limit,
+        "budget": run.window.budget,
+        "over_window": sum(r.over_window for r in ok),
+        "orphan_tool_results": sum(r.orphans for r in ok),
+        "unanswered_tool_calls": sum(r.unanswered for r in ok),
+        "system_prompt_hashes": len({r.system_hash for r in ok}),
+        "truncated_tool_results": sum(r.truncated_tools for r in ok),
+        "tail_retention": _ratio(sum(r.tails_kept for r in ok), sum(r.truncated_tools for r in ok)),
+        "ms_p50": percentile([r.ms for r in ok], 50),
+        "ms_p90": percentile([r.ms for r in ok], 90),
+    }
+    m.update(estimator_error(ok))
+    m.update(fact_retention(run))
+    return m
+
+
+def estimator_error(requests: Iterable[Any]) -> dict[str, float | None]:
+    """Mean signed and mean absolute relative error of the estimate against true tokens."""
+    errs = [(r.estimate - r.true_tokens) / r.true_tokens for r in requests if r.true_tokens > 0]
+    if not errs:
+        return {"estimator_error_mean": None, "estimator_error_abs": None}
+    return {
+        "estimator_error_mean": sum(errs) / len(errs),
+        "estimator_error_abs": sum(abs(e) for e in errs) / len(errs),
+    }
+
+
+def fact_retention(run: Run) -> dict[str, Any]:
+    """Share of planted facts present verbatim at the end and at the probe requests."""
+    if not run.facts:
+        return {"facts_final": None, "facts_probes": None, "stale_instruction": None, "facts_lost": []}
+    by_index = {r.index: r for r in run.requests if r.error is None}
+    final = by_index.get(max(by_index, default=0))
+    probes = [by_index[i] for i in run.probe_requests if i in by_index]
+    n = len(run.facts)
+    probe_share = [len(p.facts) / len(p.facts_due) for p in probes if p.facts_due]
+    return {
+        "facts_final": len(final.facts) / n if final else None,
+        "facts_probes": sum(probe_share) / len(probe_share) if probe_share else None,
+        "stale_instruction": bool(final and final.retracted_present and "correction" not in final.facts),
+        "facts_lost": sorted(set(run.facts) - set(final.facts)) if final else list(run.facts),
+    }
+
+
+SUMMED = (
+    "requests",
+    "errors",
+    "boundaries",
+    "prompt_tokens",
+    "cache_read_tokens",
+    "cache_waste",
+    "cost",
+    "summary_calls",
+    "over_window",
+    "orphan_tool_results",
+    "unanswered_tool_calls",
+    "truncated_tool_results",
+)
+
+
+def arm_totals(rows: list[dict[str, Any]], runs: list[Run]) -> dict[str, Any]:
+    """Pool one arm's available rows over workloads."""
+    avail = [r for r in rows if r["available"]]
+    out: dict[str, Any] = {k: sum(r[k] for r in avail) for k in SUMMED}
+    out["workloads"] = len(avail)
+    out["cache_read_share"] = _ratio(out["cache_read_tokens"], out["prompt_tokens"])
+    out["peak_over_limit"] = max((r["peak_true_tokens"] / r["window_limit"] for r in avail), default=None)
+    out["max_system_prompt_hashes"] = max((r["system_prompt_hashes"] for r in avail), default=0)
+    kept = sum((r["tail_retention"] or 0) * r["truncated_tool_results"] for r in avail)
+    out["tail_retention"] = _ratio(kept, out["truncated_tool_results"])
+    facts = [r["facts_final"] for r in avail if r["facts_final"] is not None]
+    out["facts_final"] = sum(facts) / len(facts) if facts else None
+    probes = [r["facts_probes"] for r in avail if r["facts_probes"] is not None]
+    out["facts_probes"] = sum(probes) / len(probes) if probes else None
+    errs = [r["estimator_error_mean"] for r in avail if r["estimator_error_mean"] is not None]
+    out["estimator_error_mean"] = sum(errs) / len(errs) if errs else None
+    ms = [q.ms for run in runs if run.available for q in run.requests if q.error is None]
+    out["ms_p50"], out["ms_p90"] = percentile(ms, 50), percentile(ms, 90)
+    out["available"] = bool(avail)
+    out["reason"] = "" if avail else (rows[0]["reason"] if rows else "no runs")
+    return out

@@ -1,0 +1,108 @@
+"""Seeded planted-fact scenarios: what a context manager keeps, verbatim, and what it loses.
+
+Constraints are stated in early user turns, facts sit in the head, middle and tail of large tool
+results, and a mid-conversation correction retracts an earlier instruction. The probe: is each fact
+still present, verbatim, in the request view at the probe points and at the end?
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+from .workloads import Workload
+
+WORDS = (
+    "alpha beta gamma delta config loader parser cache index router worker queue shard replica "
+    "timeout retry buffer socket thread module import export schema record field value token "
+    "stream batch commit branch merge rebase patch build test deploy metric trace span log level"
+).split()
+SYSTEM = (
+    "You are a careful software engineering agent. Use the tools to inspect the repository, keep "
+    "the user's constraints in mind at every step, and report what you changed."
+)
+
+
+def _code(rng: random.Random, prefix: str) -> str:
+    return f"{prefix}-{rng.getrandbits(24):06X}"
+
+
+def _line(rng: random.Random, n: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(n))
+
+
+def _tool_output(rng: random.Random, chars: int, head: str, mid: str, tail: str) -> str:
+    """A log-like tool result of about `chars` characters with optional facts at head, middle, tail."""
+    lines: list[str] = []
+    while sum(len(x) + 1 for x in lines) < chars:
+        lines.append(f"{len(lines):04d} {_line(rng, 9)}")
+    if head:
+        lines[0] = f"0000 NOTE {head}"
+    if mid:
+        lines[len(lines) // 2] = f"{len(lines) // 2:04d} NOTE {mid}"
+    if tail:
+        lines[-1] = f"{len(lines) - 1:04d} NOTE {tail}"
+    return "\n".join(lines)
+
+
+class _Builder:
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.messages: list[dict] = [{"role": "system", "content": SYSTEM}]
+        self.requests = 0
+        self.calls = 0
+
+    def user(self, text: str) -> None:
+        self.messages.append({"role": "user", "content": text})
+
+    def say(self, text: str) -> None:
+        self.requests += 1
+        self.messages.append({"role": "assistant", "content": text})
+
+    def tool(self, output: str) -> None:
+        self.requests += 1
+        self.calls += 1
+        call_id = f"call_{self.calls:03d}"
+        args = json.dumps({"path": f"src/{self.rng.choice(WORDS)}_{self.calls}.py"})
+        call = {"id": call_id, "type": "function", "function": {"name": "read_file", "arguments": args}}
+        self.messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
+        self.messages.append({"role": "tool", "tool_call_id": call_id, "content": output})
+
+
+def planted_facts(seed: int = 7, tool_results: int = 14, tool_chars: int = 4500) -> Workload:
+    """Build the seeded scenario; the same seed always gives the same messages and facts."""
+    rng = random.Random(seed)
+    b = _Builder(rng)
+    facts = {f"constraint_{i}": _code(rng, "CONSTRAINT") for i in (1, 2)}
+    retracted = _code(rng, "INSTR")
+    correction = _code(rng, "CORRECTION")
+    b.user(f"Fix the flaky loader. Constraint {facts['constraint_1']}: never change the public API.")
+    b.say("Understood. I will keep the public API unchanged.")
+    b.user(
+        f"Also, constraint {facts['constraint_2']}: every new function needs a test. "
+        f"Instruction {retracted}: use the batch pipeline for the fix."
+    )
+    b.say("Noted: tests for every new function, and the batch pipeline.")
+    carriers = {2: "head", 5: "middle", 8: "tail", 11: "head"}
+    probes: list[int] = []
+    for k in range(tool_results):
+        where = carriers.get(k)
+        fact = _code(rng, f"FACT{k:02d}") if where else ""
+        if where:
+            facts[f"tool{k:02d}_{where}"] = fact
+        spots = {p: (fact if p == where else "") for p in ("head", "middle", "tail")}
+        b.tool(_tool_output(rng, tool_chars, spots["head"], spots["middle"], spots["tail"]))
+        if k == tool_results // 2:
+            b.user(f"Correction {correction}: do NOT use the batch pipeline; use the streaming one.")
+            facts["correction"] = correction
+            b.say("Switching to the streaming pipeline as corrected.")
+            probes.append(b.requests)
+        elif k % 3 == 2:
+            b.user(f"Status? {_line(rng, 40)}")
+            b.say(f"Progress: {_line(rng, 30)}")
+    probes.append(b.requests)
+    b.user("Final check: list every constraint and the pipeline you used.")
+    b.say("Done.")
+    probes.append(b.requests)
+    name = f"planted-facts-seed{seed}"
+    return Workload(name, b.messages, facts, retracted, sorted(set(probes)), source=f"generated, seed {seed}")

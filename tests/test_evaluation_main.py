@@ -1,0 +1,32 @@
+"""The main command end to end on one small shipped workload: the report files exist and parse."""
+
+import json
+
+from evaluation.__main__ import main
+from evaluation.workloads import SHIPPED_DIR, load_path
+
+SMALL = SHIPPED_DIR / "taubench__airline__task002__trial1.jsonl"
+
+
+def test_main_command_writes_a_report_that_parses(tmp_path, capsys):
+    code = main(["--workload", str(SMALL), "--arms", "none,progressive", "--jobs", "1", "--out", str(tmp_path)])
+    assert code == 0
+    data = json.loads((tmp_path / "report.json").read_text())
+    assert set(data["totals"]) == {"none", "progressive"}
+    assert {r["workload"] for r in data["rows"]} == {SMALL.stem, "planted-facts-seed7"}
+    assert data["token_counter"]
+    none = data["totals"]["none"]
+    assert none["boundaries"] == 0 and none["orphan_tool_results"] == 0
+    assert none["facts_final"] == 1.0
+    md = (tmp_path / "report.md").read_text()
+    assert "| progressive |" in md and "Token counter" in md
+    for name in ("tokens.png", "cost.png", "retention.png"):
+        assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
+    assert "progressive" in capsys.readouterr().out
+
+
+def test_shipped_workloads_load_in_the_documented_format():
+    sessions = load_path(SHIPPED_DIR)
+    assert len(sessions) >= 5
+    for s in sessions:
+        assert s.messages and all(m["role"] in {"system", "user", "assistant", "tool"} for m in s.messages)

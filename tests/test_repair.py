@@ -1,0 +1,284 @@
+"""Tests of view repair: crash-broken tool-call pairings become a view a provider accepts."""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from amplifier_module_context_simple.repair import (
+    SYNTHETIC_RESULT_TEXT,
+    RepairReport,
+    repair_view,
+    view_problems,
+)
+
+WORKLOADS = sorted((Path(__file__).resolve().parent / "data" / "workloads").glob("*.jsonl"))
+
+
+def call(call_id: str | None, name: str = "read") -> dict[str, Any]:
+    raw = {"id": call_id, "type": "function", "function": {"name": name, "arguments": "{}"}}
+    return {k: v for k, v in raw.items() if v is not None}
+
+
+def asst(*ids: str | None, text: str = "") -> dict[str, Any]:
+    return {"role": "assistant", "content": text, "tool_calls": [call(i) for i in ids]}
+
+
+def res(call_id: str | None, content: str = "ok") -> dict[str, Any]:
+    raw = {"role": "tool", "tool_call_id": call_id, "content": content}
+    return {k: v for k, v in raw.items() if v is not None}
+
+
+def user(text: str = "hi") -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+def synth(call_id: str) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": call_id, "content": SYNTHETIC_RESULT_TEXT}
+
+
+SYSTEM = {"role": "system", "content": "You are terse."}
+
+
+def repaired(view: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], RepairReport]:
+    """Repair, checking the properties every call must have: no mutation, valid, idempotent, stable."""
+    before = copy.deepcopy(view)
+    snapshot = list(view)
+    out, report = repair_view(view)
+    assert view == before and all(a is b for a, b in zip(view, snapshot, strict=True))
+    assert [p for p in view_problems(out) if "without an id" not in p] == []
+    again, second = repair_view(out)
+    assert again is out and not second.changed
+    assert json.dumps(repair_view(copy.deepcopy(view))[0]) == json.dumps(out)
+    assert (out is view) == (not report.changed)
+    return out, report
+
+
+# --- clean views ----------------------------------------------------------------------------------
+
+
+def test_clean_view_returns_same_object() -> None:
+    view = [
+        SYSTEM,
+        user(),
+        asst("a"),
+        res("a"),
+        asst("b", "c"),
+        res("c"),
+        res("b"),
+        {"role": "assistant", "content": "done"},
+    ]
+    out, report = repaired(view)
+    assert out is view and report == RepairReport() and not report.changed
+    assert view_problems(view) == []
+
+
+def test_empty_view() -> None:
+    view: list[dict[str, Any]] = []
+    assert repaired(view) == (view, RepairReport())
+
+
+def test_trailing_unanswered_call_is_left_alone() -> None:
+    view = [user(), asst("a"), res("a"), user("more"), asst("b", "c")]
+    out, report = repaired(view)
+    assert out is view and report.synthetic_results == 0
+    assert view_problems(view) == []
+
+
+# --- broken shapes --------------------------------------------------------------------------------
+
+
+def test_unanswered_call_mid_view_gets_synthetic_result() -> None:
+    view = [SYSTEM, user(), asst("a"), user("are you there?")]
+    out, report = repaired(view)
+    assert out == [SYSTEM, user(), asst("a"), synth("a"), user("are you there?")]
+    assert all(out[i] is view[i] for i in range(3)) and out[4] is view[3]
+    assert report == RepairReport(synthetic_results=1) and report.changed
+    assert view_problems(view) == ["message 2: tool call 'a' has no result"]
+
+
+def test_partially_answered_parallel_calls_are_completed_in_call_order() -> None:
+    view = [user(), asst("a", "b", "c"), res("b"), user("next")]
+    out, report = repaired(view)
+    assert out == [user(), asst("a", "b", "c"), res("b"), synth("a"), synth("c"), user("next")]
+    assert out[2] is view[2]
+    assert report.synthetic_results == 2
+
+
+def test_partially_answered_last_group_is_completed() -> None:
+    # The assistant is not the last message, so the orchestrator is not about to run its calls.
+    view = [user(), asst("a", "b"), res("a")]
+    out, _ = repaired(view)
+    assert out == [user(), asst("a", "b"), res("a"), synth("b")]
+
+
+def test_orphan_result_at_start_is_dropped() -> None:
+    view = [res("x"), user(), asst("a"), res("a")]
+    out, report = repaired(view)
+    assert out == view[1:] and all(a is b for a, b in zip(out, view[1:], strict=True))
+    assert report == RepairReport(orphans_dropped=1)
+    assert view_problems(view) == ["message 0: tool result outside any tool-call group"]
+
+
+def test_orphan_after_user_message_is_dropped() -> None:
+    # The late result answers a call of an earlier, non-adjacent group: providers reject it.
+    view = [user(), asst("a"), res("a"), user("next"), res("a", "late")]
+    out, report = repaired(view)
+    assert out == view[:4] and report.orphans_dropped == 1
+
+
+def test_result_for_unknown_or_missing_id_in_a_group_is_dropped() -> None:
+    view = [asst("a"), res("zzz"), res("a"), res(None), user()]
+    out, report = repaired(view)
+    assert out == [asst("a"), res("a"), user()] and report == RepairReport(orphans_dropped=2)
+
+
+def test_result_after_assistant_without_calls_is_orphan() -> None:
+    for bare in (
+        {"role": "assistant", "content": "x", "tool_calls": []},
+        {"role": "assistant", "content": "x"},
+    ):
+        out, report = repaired([user(), bare, res("a")])
+        assert out == [user(), bare] and report.orphans_dropped == 1
+
+
+def test_duplicate_result_is_dropped_first_kept() -> None:
+    view = [asst("a", "b"), res("a"), res("a", "again"), res("b"), user()]
+    out, report = repaired(view)
+    assert out == [asst("a", "b"), res("a"), res("b"), user()] and out[1] is view[1]
+    assert report == RepairReport(duplicates_dropped=1)
+    assert view_problems(view) == ["message 2: duplicate tool result for 'a'"]
+
+
+def test_missing_call_ids_are_counted_not_synthesized() -> None:
+    no_id = asst(None, "a")
+    no_id["tool_calls"].append({"id": "", "type": "function", "function": {"name": "x", "arguments": "{}"}})
+    view = [user(), no_id, res("a"), user("next")]
+    out, report = repaired(view)
+    assert out is view
+    assert report == RepairReport(calls_without_id=2) and not report.changed
+    assert view_problems(view) == ["message 1: tool call without an id"] * 2
+
+
+def test_flat_tool_call_shape() -> None:
+    flat = {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [{"id": "a", "name": "read", "input": {}}, {"id": "b", "name": "ls"}],
+    }
+    assert repaired([user(), flat, res("a"), res("b"), user()])[0][2]["tool_call_id"] == "a"
+    out, report = repaired([user(), flat, res("b"), user()])
+    assert out == [user(), flat, res("b"), synth("a"), user()] and report.synthetic_results == 1
+
+
+def test_everything_at_once() -> None:
+    view = [
+        res("x"),
+        SYSTEM,
+        asst("a", "b"),
+        res("b"),
+        res("b"),
+        user(),
+        res("a"),
+        asst("c"),
+        user(),
+        asst("d"),
+    ]
+    out, report = repaired(view)
+    assert out == [
+        SYSTEM,
+        asst("a", "b"),
+        res("b"),
+        synth("a"),
+        user(),
+        asst("c"),
+        synth("c"),
+        user(),
+        asst("d"),
+    ]
+    assert report == RepairReport(synthetic_results=2, orphans_dropped=2, duplicates_dropped=1)
+
+
+def test_synthetic_results_are_minimal_fresh_and_stable() -> None:
+    view = [asst("a", "b"), user()]
+    first, _ = repair_view(view)
+    second, _ = repair_view(view)
+    assert list(first[1]) == ["role", "tool_call_id", "content"]
+    assert first[1] is not second[1] and first[1] is not first[2]
+    assert json.dumps(first) == json.dumps(second)
+    assert SYNTHETIC_RESULT_TEXT.startswith("[context-simple:")
+
+
+# --- real transcripts -----------------------------------------------------------------------------
+
+
+def load(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("path", WORKLOADS, ids=lambda p: p.stem)
+def test_real_transcript_is_clean(path: Path) -> None:
+    view = load(path)
+    assert view_problems(view) == []
+    out, report = repair_view(view)
+    assert out is view and report == RepairReport()
+
+
+def test_there_are_26_real_transcripts() -> None:
+    assert len(WORKLOADS) == 26
+
+
+def _delete_random(view: list[dict[str, Any]], rng: random.Random, pick: Any) -> tuple[list, int]:
+    """Delete one random message matching ``pick``; return the new view and its index."""
+    index = rng.choice([i for i, m in enumerate(view) if pick(m)])
+    return view[:index] + view[index + 1 :], index
+
+
+@pytest.mark.parametrize("path", WORKLOADS, ids=lambda p: p.stem)
+def test_real_transcript_with_deleted_result_or_call_is_repaired(path: Path) -> None:
+    view = load(path)
+    rng = random.Random(path.stem)
+    broken, index = _delete_random(view, rng, lambda m: m["role"] == "tool")
+    assert (
+        view_problems(broken) or index == len(view) - 1
+    )  # only a deleted LAST result can leave a valid view
+    _, report = repaired(broken)
+    assert report.synthetic_results <= 1 and not report.orphans_dropped
+    broken, index = _delete_random(view, rng, lambda m: m["role"] == "assistant" and m.get("tool_calls"))
+    results = 0
+    while index + 1 + results < len(view) and view[index + 1 + results]["role"] == "tool":
+        results += 1
+    out, report = repaired(broken)
+    assert report == RepairReport(orphans_dropped=results) and len(out) == len(broken) - results
+    twice, _ = _delete_random(broken, rng, lambda m: m["role"] == "tool")
+    repaired(twice)
+
+
+# --- property -------------------------------------------------------------------------------------
+
+IDS = st.sampled_from(["a", "b", "c", "d"])
+MESSAGE = st.one_of(
+    st.builds(user),
+    st.builds(lambda ids: asst(*ids), st.lists(IDS, min_size=0, max_size=3, unique=True)),
+    st.builds(res, IDS),
+    st.just({"role": "assistant", "content": "text"}),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(MESSAGE, max_size=14))
+def test_any_history_repairs_to_a_valid_view(view: list[dict[str, Any]]) -> None:
+    out, report = repaired(view)
+    kept = [m for m in view if m["role"] != "tool"]
+    assert [m for m in out if m["role"] != "tool"] == kept  # non-tool messages: all kept, in order
+    assert all(any(m is v for v in view) for m in out if m.get("content") != SYNTHETIC_RESULT_TEXT)
+    assert (
+        len(out) == len(view) + report.synthetic_results - report.orphans_dropped - report.duplicates_dropped
+    )
