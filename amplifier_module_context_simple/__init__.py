@@ -67,9 +67,7 @@ async def mount(coordinator: Any, config: dict[str, Any] | None = None) -> Any:
     context = SimpleContextManager(hooks=hooks, **{k: v for k, v in options.items() if k in DEFAULTS})
     unregister = None
     if hooks is not None:
-        unregister = hooks.register(
-            "llm:response", context._on_llm_response, priority=50, name="context-simple-meter"
-        )
+        unregister = hooks.register("llm:response", context._on_llm_response, priority=50, name="context-simple-meter")
     await coordinator.mount("context", context)
 
     async def cleanup() -> None:

@@ -58,9 +58,7 @@ def provider_budget(provider: Any, reserve_fraction: float) -> tuple[int | None,
             budget = _from_provider_info(provider, reserve_fraction)
         return budget, False
     except Exception as exc:  # a provider's info is optional: any failure falls back
-        logger.warning(
-            "context-simple: provider budget info failed (%s); using max_tokens", type(exc).__name__
-        )
+        logger.warning("context-simple: provider budget info failed (%s); using max_tokens", type(exc).__name__)
         return None, True
 
 

@@ -259,9 +259,7 @@ _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "token_counter": _token_counter,
     "compact_clear_at_least": _raw,
     "compact_max_consecutive_skips": _max_skips,
-    "compaction_strategy": _choice(
-        COMPACTION_STRATEGIES, COMPACTION_STRATEGY_PROGRESSIVE, "compaction_strategy"
-    ),
+    "compaction_strategy": _choice(COMPACTION_STRATEGIES, COMPACTION_STRATEGY_PROGRESSIVE, "compaction_strategy"),
     "summary_trigger": _fraction(low_open=True),
     "summary_call_mode": _summary_call_mode,
     "summarization_model": _optional_str,

@@ -206,16 +206,12 @@ class SimpleContextManager(SummaryMixin):
 
     # ----- one request -------------------------------------------------------------------------
 
-    async def get_messages_for_request(
-        self, token_budget: int | None = None, provider: Any = None
-    ) -> list[Message]:
+    async def get_messages_for_request(self, token_budget: int | None = None, provider: Any = None) -> list[Message]:
         """The view to send now: the history, compacted only if it no longer fits the budget."""
         budget = self._calculate_budget(token_budget, provider)
         if self.compaction_strategy == COMPACTION_STRATEGY_SUMMARY and provider is not None:
             self._cached_provider = provider
-        budget = effective_budget(
-            budget, self.compaction_notice_token_reserve, self.compaction_notice_enabled
-        )
+        budget = effective_budget(budget, self.compaction_notice_token_reserve, self.compaction_notice_enabled)
         working = await self._working_messages()
         token_count, _source, _estimated, kind = self._measure_working_tokens(working, budget)
         if self._hooks is not None:
@@ -261,9 +257,7 @@ class SimpleContextManager(SummaryMixin):
                     "context-simple: the system prompt factory failed and no earlier prompt exists, "
                     f"so no request can be built ({type(exc).__name__}: {exc})"
                 ) from exc
-            logger.warning(
-                "context-simple: system prompt factory failed (%s); reusing the last good prompt", exc
-            )
+            logger.warning("context-simple: system prompt factory failed (%s); reusing the last good prompt", exc)
             return self._last_good_system_prompt
         self._last_good_system_prompt = prompt
         return prompt
@@ -313,9 +307,7 @@ class SimpleContextManager(SummaryMixin):
             self._fault_counts["provider_info_failures"] += 1
         return budget if budget is not None else self.max_tokens
 
-    def _measure_working_tokens(
-        self, working: list[Message], budget: int | None = None
-    ) -> tuple[int, str, int, str]:
+    def _measure_working_tokens(self, working: list[Message], budget: int | None = None) -> tuple[int, str, int, str]:
         """Compute all three meters, store the stats; return (count, source, estimate, kind)."""
         estimated = self._counts().total(working)
         hybrid = self._measure_hybrid(working, estimated)
@@ -363,9 +355,7 @@ class SimpleContextManager(SummaryMixin):
             return True
         if self._last_measured_prompt_tokens is None and usage >= 1.0:
             self._provenance_overrides += 1
-            logger.warning(
-                "context-simple: compacting on an estimate at %.0f%% of budget (no usage yet)", usage * 100
-            )
+            logger.warning("context-simple: compacting on an estimate at %.0f%% of budget (no usage yet)", usage * 100)
             return True
         self._provenance_refusals += 1
         logger.info("context-simple: declined to compact on a count of kind %r", kind)
@@ -436,9 +426,7 @@ class SimpleContextManager(SummaryMixin):
     def _has_sticky_state(self) -> bool:
         return bool(self._removed_seqs or self._truncated_seqs or self._stubbed_seqs)
 
-    async def _compact_ephemeral(
-        self, budget: int, source_messages: list[Message] | None = None
-    ) -> list[Message]:
+    async def _compact_ephemeral(self, budget: int, source_messages: list[Message] | None = None) -> list[Message]:
         """Apply sticky decisions; escalate the ladder only when they no longer keep the view under threshold."""
         self._clear_at_least_pending = None
         self._clear_at_least_last_refused = False
@@ -479,9 +467,7 @@ class SimpleContextManager(SummaryMixin):
             self._record_removed(seq)
         self._truncated_seqs |= plan.truncated - plan.removed
         self._stubbed_seqs |= plan.stubbed - plan.removed
-        return await self._finalize_compaction_with_stats(
-            system, plan.messages, plan.level, before, budget, target
-        )
+        return await self._finalize_compaction_with_stats(system, plan.messages, plan.level, before, budget, target)
 
     def _ladder_ops(self) -> LadderOps:
         return LadderOps(
@@ -604,12 +590,8 @@ class SimpleContextManager(SummaryMixin):
             raise RuntimeError(
                 cal.failure_message(self.compact_clear_at_least, verdict, pending, level, skips, cap, knobs)
             )
-        logger.info(
-            "context-simple: compaction skipped: freed %d < required %d", verdict.freed, verdict.required
-        )
-        await self._emit(
-            "context:compaction-skipped", cal.skipped_payload(verdict, pending, level, skips, cap, knobs)
-        )
+        logger.info("context-simple: compaction skipped: freed %d < required %d", verdict.freed, verdict.required)
+        await self._emit("context:compaction-skipped", cal.skipped_payload(verdict, pending, level, skips, cap, knobs))
         return list(pending["baseline_view"])
 
     # ----- replay ------------------------------------------------------------------------------

@@ -95,18 +95,12 @@ def measure_hybrid(
         return HybridCount(0, METER_KIND_NONE, False, 0, 0, "no_messages")
     if anchor is None:
         return HybridCount(estimated, METER_KIND_ESTIMATED, False, None, None, "no_anchor")
-    tail = [
-        m for m in working if (seq := seq_of(m)) is not None and anchor_seq is not None and seq >= anchor_seq
-    ]
+    tail = [m for m in working if (seq := seq_of(m)) is not None and anchor_seq is not None and seq >= anchor_seq]
     tail_tokens = sum(count(m) for m in tail)
     if anchor <= 0:
-        return HybridCount(
-            estimated, METER_KIND_ESTIMATED, True, tail_tokens, len(tail), "anchor_non_positive"
-        )
+        return HybridCount(estimated, METER_KIND_ESTIMATED, True, tail_tokens, len(tail), "anchor_non_positive")
     if anchor_estimate is not None and anchor < anchor_estimate:
-        return HybridCount(
-            estimated, METER_KIND_ESTIMATED, True, tail_tokens, len(tail), "anchor_below_heuristic"
-        )
+        return HybridCount(estimated, METER_KIND_ESTIMATED, True, tail_tokens, len(tail), "anchor_below_heuristic")
     return HybridCount(anchor + tail_tokens, METER_KIND_USAGE, False, tail_tokens, len(tail), None)
 
 

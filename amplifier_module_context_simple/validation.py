@@ -33,6 +33,4 @@ def validate_message(message: Any, where: str = "message") -> None:
         raise ValueError(f"context-simple: {where} metadata must be a dict, got {type(metadata).__name__}")
     tool_calls = message.get("tool_calls")
     if tool_calls is not None and not isinstance(tool_calls, list):
-        raise ValueError(
-            f"context-simple: {where} tool_calls must be a list, got {type(tool_calls).__name__}"
-        )
+        raise ValueError(f"context-simple: {where} tool_calls must be a list, got {type(tool_calls).__name__}")
