@@ -302,7 +302,10 @@ def parse_clear_at_least(value: Any, budget: int) -> int:
     except (TypeError, ValueError):
         logger.warning("context-simple: compact_clear_at_least=%r is not a number; disabled", value)
         return 0
-    if not math.isfinite(number) or number <= 0:
+    if not math.isfinite(number):
+        logger.warning("context-simple: compact_clear_at_least=%r is not a finite number; disabled", value)
+        return 0
+    if number <= 0:
         return 0
     if number < 1:
         return int(budget * number) if budget > 0 else 0

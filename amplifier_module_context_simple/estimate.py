@@ -40,35 +40,31 @@ def wire_form(message: dict[str, Any]) -> dict[str, Any]:
     return stripped
 
 
-def _variant(message: dict[str, Any]) -> str:
-    if message.get("_truncated"):
-        return "truncated"
-    if message.get("_stubbed"):
-        return "stubbed"
-    return "raw"
-
-
 class CountCache:
-    """Token counts of messages' wire forms, keyed by (``_seq``, variant).
+    """Token counts of messages' wire forms, keyed by ``_seq`` (one slot for the stored message, one
+    for its truncated or stubbed rewrite).
 
     An entry remembers the message object it was computed for, so a message replaced under the
-    same ``_seq`` (a caller editing ``messages`` directly) is recounted instead of trusted.
+    same ``_seq`` (a caller editing ``messages`` directly) is recounted instead of trusted. This
+    runs several times over the whole view on every request, hence the inlined lookups.
     """
 
     def __init__(self, counter: Callable[[dict[str, Any]], int]) -> None:
         self.counter = counter
-        self._entries: dict[tuple[int, str], tuple[dict[str, Any], int]] = {}
+        self._stored: dict[int, tuple[dict[str, Any], int]] = {}
+        self._rewritten: dict[int, tuple[dict[str, Any], int]] = {}
 
     def count(self, message: dict[str, Any]) -> int:
-        seq = seq_of(message)
+        metadata = message.get("metadata")
+        seq = metadata.get(SEQ_KEY) if type(metadata) is dict else None
         if seq is None:
             return self.counter(wire_form(message))
-        key = (seq, _variant(message))
-        entry = self._entries.get(key)
+        slots = self._rewritten if ("_truncated" in message or "_stubbed" in message) else self._stored
+        entry = slots.get(seq)
         if entry is not None and entry[0] is message:
             return entry[1]
         value = self.counter(wire_form(message))
-        self._entries[key] = (message, value)
+        slots[seq] = (message, value)
         return value
 
     def total(self, messages: Iterable[dict[str, Any]]) -> int:
@@ -76,4 +72,5 @@ class CountCache:
         return sum(count(m) for m in messages)
 
     def clear(self) -> None:
-        self._entries.clear()
+        self._stored.clear()
+        self._rewritten.clear()

@@ -138,8 +138,10 @@ class SimpleContextManager(SummaryMixin):
         self._last_sent_estimate: int | None = None
         self._last_hybrid_tokens: int | None = None
         self._last_hybrid_kind: str | None = None
+        self._last_hybrid_anchored: int | None = None
         self._provenance_refusals = 0
         self._provenance_overrides = 0
+        self._anchor_floor_fires = 0
         self._derived.clear()
         if self._count_cache is not None:
             self._count_cache.clear()
@@ -325,6 +327,7 @@ class SimpleContextManager(SummaryMixin):
             "cache_aggregates": self._cache_aggregates(),
             "provenance_refusals": self._provenance_refusals,
             "provenance_overrides": self._provenance_overrides,
+            "anchor_floor_fires": self._anchor_floor_fires,
         }
         budget = budget if budget is not None else self.max_tokens
         self._last_token_meter_stats = meter_stats(
@@ -344,6 +347,7 @@ class SimpleContextManager(SummaryMixin):
             self._counts().count,
         )
         self._last_hybrid_tokens, self._last_hybrid_kind = hybrid.tokens, hybrid.kind
+        self._last_hybrid_anchored = hybrid.anchored_tokens
         return hybrid
 
     def _should_compact(self, token_count: int = 0, budget: int = 0, kind: str | None = None) -> bool:
@@ -353,7 +357,15 @@ class SimpleContextManager(SummaryMixin):
             return False
         if self.token_meter != TOKEN_METER_HYBRID or kind is None or kind == METER_KIND_USAGE:
             return True
-        if self._last_measured_prompt_tokens is None and usage >= 1.0:
+        anchored = self._last_hybrid_anchored
+        if anchored is not None and budget > 0 and anchored / budget >= self.compact_threshold:
+            # The provider's own total (rejected only as a floor, for being below the estimate) already
+            # crosses the threshold: a lower bound over the line is proof, not a guess.
+            self._anchor_floor_fires += 1
+            return True
+        # "No anchor ever arrived" for this history: set_messages() invalidates the anchor (not the reading).
+        no_anchor = self._last_measured_prompt_tokens is None or self._anchor_seq is None
+        if no_anchor and usage >= 1.0:
             self._provenance_overrides += 1
             logger.warning("context-simple: compacting on an estimate at %.0f%% of budget (no usage yet)", usage * 100)
             return True
@@ -448,9 +460,12 @@ class SimpleContextManager(SummaryMixin):
             return await self._finalize_compaction_with_stats(system, working, 0, before, budget, target)
         required = self._clear_at_least_required(budget)
         if required > 0:
+            # Never compacted: the previous view was the history in place (system messages not
+            # hoisted), so a refusal must return that order to stay append-only.
+            untouched = not (swapped or self._has_sticky_state() or self._last_compaction_stats)
             self._clear_at_least_pending = {
                 "required": required,
-                "baseline_view": system + working,
+                "baseline_view": list(source) if untouched else system + working,
                 "baseline_tokens": current,
                 "sticky": self._sticky_snapshot(),
                 "budget": budget,
@@ -644,7 +659,7 @@ class SimpleContextManager(SummaryMixin):
         try:
             _write_spill(path, content)
             self._spilled_paths.add(path)
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # ValueError: a path the OS cannot take (NUL, bad encoding)
             self._fault_counts["spill_write_failures"] += 1
             logger.warning("context-simple: spill write failed for %s: %s", path, exc)
 

@@ -88,6 +88,33 @@ class _Scan:
             self.out.append(message)
 
 
+def _is_clean(messages: list[dict[str, Any]]) -> bool:
+    """Fast check for the common case (runs before every request): nothing to repair.
+
+    Conservative: any irregularity, including a call without an id, sends the view to the full scan.
+    """
+    open_ids: set[str] | None = None
+    group_start = -1
+    for index, message in enumerate(messages):
+        role = message.get("role")
+        if role == "tool":
+            call_id = message.get("tool_call_id")
+            if open_ids is None or call_id not in open_ids:
+                return False
+            open_ids.remove(call_id)
+            continue
+        if open_ids:
+            return False
+        open_ids = None
+        if role == "assistant" and message.get("tool_calls"):
+            calls = message["tool_calls"]
+            ids = {call.get("id") for call in calls if isinstance(call, dict)}
+            if len(ids) != len(calls) or not all(isinstance(i, str) and i for i in ids):
+                return False
+            open_ids, group_start = ids, index
+    return not open_ids or group_start == len(messages) - 1
+
+
 def repair_view(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], RepairReport]:
     """Repair a view in one O(n) pass; return the same list object when nothing needed repair.
 
@@ -95,6 +122,8 @@ def repair_view(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], R
     results are left out. A trailing assistant (the last message) keeps its unanswered calls: the
     orchestrator is about to run them.
     """
+    if _is_clean(messages):
+        return messages, RepairReport()
     scan = _Scan()
     group_start = -1  # index of the open group's assistant, -1 when no group is open
     for index, message in enumerate(messages):

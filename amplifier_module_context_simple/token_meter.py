@@ -38,6 +38,7 @@ class HybridCount:
     tail_tokens: int | None
     tail_messages: int | None
     reason: str | None
+    anchored_tokens: int | None = None  # anchor + tail, even when the guard rejected the anchor
 
 
 def _number(value: Any) -> int | None:
@@ -93,15 +94,17 @@ def measure_hybrid(
     """
     if not working:
         return HybridCount(0, METER_KIND_NONE, False, 0, 0, "no_messages")
-    if anchor is None:
+    if anchor is None or anchor_seq is None:  # never measured, or invalidated by set_messages()
         return HybridCount(estimated, METER_KIND_ESTIMATED, False, None, None, "no_anchor")
-    tail = [m for m in working if (seq := seq_of(m)) is not None and anchor_seq is not None and seq >= anchor_seq]
+    tail = [m for m in working if (seq := seq_of(m)) is not None and seq >= anchor_seq]
     tail_tokens = sum(count(m) for m in tail)
     if anchor <= 0:
         return HybridCount(estimated, METER_KIND_ESTIMATED, True, tail_tokens, len(tail), "anchor_non_positive")
+    anchored = anchor + tail_tokens
     if anchor_estimate is not None and anchor < anchor_estimate:
-        return HybridCount(estimated, METER_KIND_ESTIMATED, True, tail_tokens, len(tail), "anchor_below_heuristic")
-    return HybridCount(anchor + tail_tokens, METER_KIND_USAGE, False, tail_tokens, len(tail), None)
+        reason = "anchor_below_heuristic"
+        return HybridCount(estimated, METER_KIND_ESTIMATED, True, tail_tokens, len(tail), reason, anchored)
+    return HybridCount(anchored, METER_KIND_USAGE, False, tail_tokens, len(tail), None, anchored)
 
 
 def meter_stats(
@@ -133,6 +136,7 @@ def meter_stats(
         "cache_aggregates": extras["cache_aggregates"],
         "provenance_refusals": extras["provenance_refusals"],
         "provenance_overrides": extras["provenance_overrides"],
+        "anchor_floor_fires": extras["anchor_floor_fires"],
         "budget": budget,
         "ratio": used / budget if budget > 0 else None,
     }

@@ -30,6 +30,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--engine", action="append", default=[], help="another installed context module (repeatable)")
     p.add_argument("--window-fraction", type=float, default=0.35, help="budget as a share of the session size")
     p.add_argument("--max-output-tokens", type=int, default=1024)
+    p.add_argument("--request-overhead", type=int, default=0, help="tokens of tool schemas etc. per request")
     p.add_argument("--price-input", type=float, default=1.0)
     p.add_argument("--price-cache-write", type=float, default=1.25)
     p.add_argument("--price-cache-read", type=float, default=0.1)
@@ -96,7 +97,9 @@ def run(args: argparse.Namespace) -> int:
     from .runner import default_jobs, run_all
 
     prices = Prices(args.price_input, args.price_cache_write, args.price_cache_read)
-    settings = Settings(args.window_fraction, args.max_output_tokens, prices=prices)
+    settings = Settings(
+        args.window_fraction, args.max_output_tokens, request_overhead=args.request_overhead, prices=prices
+    )
     arms, workloads = choose_arms(args), choose_workloads(args)
     started = time.perf_counter()
     with RichProgress(transient=True) as bar:

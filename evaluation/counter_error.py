@@ -47,7 +47,8 @@ def measure(counter: Any, sessions: dict[str, list[dict[str, Any]]], truth: dict
 
 def main() -> None:
     """Print the error table for the estimate and content counters."""
-    os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(CACHE_DIR))
+    if not os.environ.get("TIKTOKEN_CACHE_DIR"):  # offline machines: use the repository copy of o200k
+        os.environ["TIKTOKEN_CACHE_DIR"] = str(CACHE_DIR)
     from amplifier_module_context_simple.token_counter import resolve_counter
 
     sessions = load_sessions()

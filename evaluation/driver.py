@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import inspect
+import logging
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -37,6 +38,7 @@ class Settings:
     output_reserve_fraction: float = 0.5
     min_budget: int = 2048
     min_cacheable: int = 1024
+    request_overhead: int = 0
     prices: Prices = field(default_factory=Prices)
 
 
@@ -111,6 +113,8 @@ class Run:
     summary_calls: int = 0
     summary_cost: float = 0.0
     view_digest: str = ""
+    warnings: int = 0
+    warning_samples: list[str] = field(default_factory=list)
 
 
 def frozen(msg: dict, i: int) -> dict:
@@ -135,7 +139,7 @@ async def replay_async(arm: Arm, workload: Workload, settings: Settings, counter
     """Replay one workload through one arm."""
     from amplifier_core.testing import MockCoordinator
 
-    window = size_window(counter.messages(workload.messages), settings)
+    window = size_window(counter.messages(workload.messages) + settings.request_overhead, settings)
     run = Run(arm.name, workload.name, "", window, counter.name, facts=sorted(workload.facts))
     run.probe_requests = list(workload.probe_requests)
     coordinator = MockCoordinator()
@@ -146,17 +150,22 @@ async def replay_async(arm: Arm, workload: Workload, settings: Settings, counter
         coordinator.hooks,
         settings.prices,
         settings.min_cacheable,
+        settings.request_overhead,
     )
     try:
         ctx, cleanup, run.engine = await mount_arm(arm, coordinator)
     except (ValueError, TypeError) as exc:
         run.available, run.reason = False, f"rejected at mount: {exc}"
         return run
+    except (LookupError, ImportError) as exc:
+        run.available, run.reason = False, f"engine could not be loaded: {exc}"
+        return run
     ignored = ignored_keys(arm)
     if ignored:
         run.available, run.reason = False, f"config key(s) ignored by the engine: {', '.join(ignored)}"
         return run
-    await _drive(ctx, provider, workload, run)
+    with _CountWarnings(run):
+        await _drive(ctx, provider, workload, run)
     await _cleanup(cleanup)
     run.summary_calls = provider.summary_calls
     p = settings.prices
@@ -263,6 +272,27 @@ def tail_retention(view: list[dict], originals: dict[str, Any]) -> tuple[int, in
         tail = orig[-TAIL_PROBE_CHARS:].strip()
         kept += bool(tail) and tail in content_text(m.get("content"))
     return truncated, kept
+
+
+class _CountWarnings(logging.Handler):
+    """Counts the engine's WARNING+ log records into the run (and keeps them off the terminal)."""
+
+    def __init__(self, run: Run) -> None:
+        super().__init__(logging.WARNING)
+        self.run = run
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.run.warnings += 1
+        text = record.getMessage()[:200]
+        if len(self.run.warning_samples) < 3 and text not in self.run.warning_samples:
+            self.run.warning_samples.append(text)
+
+    def __enter__(self) -> _CountWarnings:
+        logging.getLogger().addHandler(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        logging.getLogger().removeHandler(self)
 
 
 async def _cleanup(cleanup: Any) -> None:

@@ -54,6 +54,7 @@ class SimProvider:
         hooks: Any = None,
         prices: Prices | None = None,
         min_cacheable: int = 1024,
+        overhead_tokens: int = 0,
     ) -> None:
         self.counter = counter
         self.context_window = context_window
@@ -61,6 +62,7 @@ class SimProvider:
         self.hooks = hooks
         self.prices = prices or Prices()
         self.cache = PrefixCache(min_tokens=min_cacheable)
+        self.overhead_tokens = overhead_tokens
         self.summary_calls = 0
         self.summary_input_tokens = 0
         self.summary_output_tokens = 0
@@ -73,9 +75,16 @@ class SimProvider:
         return ProviderInfo(id="simulated", display_name="Simulated provider", defaults=defaults)
 
     def measure(self, view: list[dict]) -> tuple[list[tuple], list[int]]:
-        """Wire keys and true token counts of a view's messages."""
+        """Wire keys and true token counts of a view's messages.
+
+        A fixed `overhead_tokens` (tool schemas and the like, sent before the messages) is added to
+        the first message, so it sits at the front of the cached prefix.
+        """
         keys = [wire_key(m) for m in view]
-        return keys, [self.counter.message(m, k) for m, k in zip(view, keys, strict=True)]
+        tokens = [self.counter.message(m, k) for m, k in zip(view, keys, strict=True)]
+        if tokens:
+            tokens[0] += self.overhead_tokens
+        return keys, tokens
 
     async def respond(self, view: list[dict], answer: dict | None) -> Bill:
         """Bill a request, emit `llm:response`, and return the bill."""

@@ -15,6 +15,7 @@ COLUMNS = [
     ("arm", "arm"),
     ("reqs", "requests"),
     ("errors", "errors"),
+    ("warnings", "warnings"),
     ("boundaries", "boundaries"),
     ("read share", "cache_read_share"),
     ("waste", "cache_waste"),
@@ -91,7 +92,7 @@ def table_cells(data: dict[str, Any]) -> list[list[str]]:
     out = []
     for name, t in data["totals"].items():
         if not t["available"]:
-            out.append([name, "not available"] + [""] * (len(COLUMNS) - 2))
+            out.append([name] + ["-"] * (len(COLUMNS) - 1))
             continue
         out.append([name] + [fmt(key, t.get(key)) for _, key in COLUMNS[1:]])
     return out
@@ -103,14 +104,19 @@ def print_table(data: dict[str, Any]) -> None:
     from rich.table import Table
 
     table = Table(title=f"context managers on {_n_workloads(data)} workloads ({data['token_counter']})")
-    for head, _ in COLUMNS:
-        table.add_column(head, justify="left" if head == "arm" else "right")
+    width = max((len(n) for n in data["totals"]), default=3)
+    table.add_column("arm", no_wrap=True, min_width=width)
+    for head, _ in COLUMNS[1:]:
+        table.add_column(head, justify="right")
     for cells in table_cells(data):
         table.add_row(*cells)
     console = Console()
     if not console.is_terminal:
         console = Console(width=220)
     console.print(table)
+    for name, t in data["totals"].items():
+        if not t["available"]:
+            console.print(f"{name}: not available ({t['reason']})")
 
 
 def _n_workloads(data: dict[str, Any]) -> int:
@@ -138,6 +144,7 @@ def _markdown(data: dict[str, Any], plots: list[str]) -> str:
 
     parts = ["# Evaluation report", "", *explain(data), "", "## Per arm (pooled over workloads)", ""]
     parts.append(markdown_table([h for h, _ in COLUMNS], table_cells(data)))
+    parts += ["", "A row of '-' is an arm that was not available; the reason is listed above."]
     parts += ["", "## Per arm and workload", "", _per_workload(data), ""]
     parts += ["## Plots", ""] + [f"![{p}]({p})" for p in plots] + [""]
     return "\n".join(parts)
@@ -146,7 +153,5 @@ def _markdown(data: dict[str, Any], plots: list[str]) -> str:
 def _per_workload(data: dict[str, Any]) -> str:
     keys = ["requests", "errors", "boundaries", "cache_read_share", "cost", "over_window", "peak_true_tokens"]
     keys += ["window_limit", "facts_final", "tail_retention", "estimator_error_mean"]
-    rows = [
-        [r["arm"], r["workload"]] + [fmt(k, r[k]) for k in keys] for r in data["rows"] if r["available"]
-    ]
+    rows = [[r["arm"], r["workload"]] + [fmt(k, r[k]) for k in keys] for r in data["rows"] if r["available"]]
     return markdown_table(["arm", "workload", *keys], rows)

@@ -6,9 +6,11 @@ from typing import Any
 
 from .tokens import FALLBACK_NAME, FRAMING_TOKENS
 
+FALLBACK_NOTE = " tiktoken o200k_base was not used (it could not load, or --no-tiktoken); counts are approximate."
 DEFINITIONS = [
     ("reqs", "requests made (one view before every assistant message of the transcript)"),
     ("errors", "requests where `get_messages_for_request` raised: a broken request"),
+    ("warnings", "WARNING log records the engine emitted (e.g. compaction finished over budget)"),
     ("boundaries", "requests whose cacheable prefix is not an extension of the previous request's"),
     ("read share", "cache-read tokens / all prompt tokens"),
     ("waste", "tokens billed again (plain or write) that an earlier request had already cached"),
@@ -31,10 +33,10 @@ def explain(data: dict[str, Any]) -> list[str]:
     p = s["prices"]
     counter = data["token_counter"]
     lines = [
-        f"Token counter: **{counter}**."
-        + (" tiktoken could not load o200k_base; counts are approximate." if counter == FALLBACK_NAME else ""),
+        f"Token counter: **{counter}**." + (FALLBACK_NOTE if counter == FALLBACK_NAME else ""),
         f"True tokens per message: role + content + tool-call names and arguments, plus {FRAMING_TOKENS} "
-        "framing tokens; metadata and view markers are not sent and not counted.",
+        "framing tokens; metadata and view markers are not sent and not counted. Fixed per-request "
+        f"overhead (tool schemas etc.) added at the front: {s['request_overhead']:,} tokens.",
         f"Window: the module's effective budget is {s['window_fraction']:.0%} of the session's true size "
         f"(at least {s['min_budget']:,}); window = budget + 800 (notice reserve) + 4096 (safety margin) + "
         f"int({s['max_output_tokens']} x {s['output_reserve_fraction']}); max_output_tokens = "
@@ -52,6 +54,8 @@ def explain(data: dict[str, Any]) -> list[str]:
     for name, arm in data["arms"].items():
         t = data["totals"][name]
         status = "" if t["available"] else f" **not available**: {t['reason']}"
+        if t["available"] and arm["config"].get("compaction_strategy") == "summary":
+            status += f" Summarizer calls: {t['summary_calls']}."
         lines.append(f"- `{name}` ({arm['engine']}, config `{arm['config']}`): {arm['notes']}.{status}")
     lines += ["", "## Columns", ""] + [f"- **{k}**: {v}" for k, v in DEFINITIONS]
     return lines

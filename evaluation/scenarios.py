@@ -2,7 +2,9 @@
 
 Constraints are stated in early user turns, facts sit in the head, middle and tail of large tool
 results, and a mid-conversation correction retracts an earlier instruction. The probe: is each fact
-still present, verbatim, in the request view at the probe points and at the end?
+still present, verbatim, in the request view at the probe points and at the end? Early tool results
+are large (2 x tool_chars) and late ones small (tool_chars / 3), as in sessions that read whole files
+first and run short commands later, so that truncation, not only removal, is exercised.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ WORDS = (
     "timeout retry buffer socket thread module import export schema record field value token "
     "stream batch commit branch merge rebase patch build test deploy metric trace span log level"
 ).split()
+CARRIER_AT = (0.1, 0.3, 0.5, 0.65, 0.75, 0.85)  # where fact-carrying tool results sit in the session
 SYSTEM = (
     "You are a careful software engineering agent. Use the tools to inspect the repository, keep "
     "the user's constraints in mind at every step, and report what you changed."
@@ -69,7 +72,7 @@ class _Builder:
         self.messages.append({"role": "tool", "tool_call_id": call_id, "content": output})
 
 
-def planted_facts(seed: int = 7, tool_results: int = 14, tool_chars: int = 4500) -> Workload:
+def planted_facts(seed: int = 7, tool_results: int = 24, tool_chars: int = 2500) -> Workload:
     """Build the seeded scenario; the same seed always gives the same messages and facts."""
     rng = random.Random(seed)
     b = _Builder(rng)
@@ -83,15 +86,17 @@ def planted_facts(seed: int = 7, tool_results: int = 14, tool_chars: int = 4500)
         f"Instruction {retracted}: use the batch pipeline for the fix."
     )
     b.say("Noted: tests for every new function, and the batch pipeline.")
-    carriers = {2: "head", 5: "middle", 8: "tail", 11: "head"}
+    spots = ("head", "middle", "tail", "head", "tail", "middle")
+    carriers = {round(f * (tool_results - 1)): w for f, w in zip(CARRIER_AT, spots, strict=False)}
     probes: list[int] = []
     for k in range(tool_results):
         where = carriers.get(k)
         fact = _code(rng, f"FACT{k:02d}") if where else ""
         if where:
             facts[f"tool{k:02d}_{where}"] = fact
-        spots = {p: (fact if p == where else "") for p in ("head", "middle", "tail")}
-        b.tool(_tool_output(rng, tool_chars, spots["head"], spots["middle"], spots["tail"]))
+        at = {p: (fact if p == where else "") for p in ("head", "middle", "tail")}
+        size = tool_chars * 2 if k < tool_results // 2 else tool_chars // 3  # big early, small late
+        b.tool(_tool_output(rng, size, at["head"], at["middle"], at["tail"]))
         if k == tool_results // 2:
             b.user(f"Correction {correction}: do NOT use the batch pipeline; use the streaming one.")
             facts["correction"] = correction

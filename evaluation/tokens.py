@@ -67,6 +67,7 @@ class TokenCounter:
     """Counts wire-message tokens with o200k_base, or with the stated fallback when it cannot load."""
 
     def __init__(self, use_tiktoken: bool = True) -> None:
+        ensure_tiktoken_cache_dir()  # the module under test may use tiktoken too
         self._enc = _load_encoding() if use_tiktoken else None
         self.name = f"tiktoken {ENCODING}" if self._enc is not None else FALLBACK_NAME
         self._cache: dict[tuple, int] = {}

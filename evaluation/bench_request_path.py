@@ -1,0 +1,121 @@
+"""Hot-path benchmark: milliseconds per ``get_messages_for_request`` with and without the count cache.
+
+Replays the longest shipped transcripts and a ~2,200-message session built by concatenating them
+(tool-call ids made unique), with the budget at 30% of each session's estimated size, and compares
+the module against a reference that re-estimates the whole history on every call (the original's
+approach). Run: ``uv run python -m evaluation.bench_request_path``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from amplifier_module_context_simple import SimpleContextManager
+from amplifier_module_context_simple.estimate import CountCache, estimate_message, wire_form
+
+ROOT = Path(__file__).resolve().parent.parent
+TRANSCRIPTS = ROOT / "tests" / "data" / "workloads"
+STAMP = "2026-01-01T00:00:00.000+00:00"
+
+
+class _NoCache(CountCache):
+    """Counts every message afresh: what a cache-less implementation does on every call."""
+
+    def count(self, message: dict[str, Any]) -> int:
+        return self.counter(wire_form(message))
+
+
+class ReferenceManager(SimpleContextManager):
+    """The same module with the per-``_seq`` cache switched off (the straightforward version)."""
+
+    def _counts(self) -> CountCache:
+        return _NoCache(estimate_message)
+
+
+def load(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def concatenate(sessions: list[list[dict[str, Any]]], target_messages: int) -> list[dict[str, Any]]:
+    """One long session: the first system prompt, then every session's turns with unique call ids."""
+    out: list[dict[str, Any]] = [sessions[0][0]]
+    round_no = 0
+    while len(out) < target_messages:
+        for index, session in enumerate(sessions):
+            tag = f"r{round_no}s{index}-"
+            for message in session:
+                if message["role"] == "system":
+                    continue
+                message = dict(message)
+                if message.get("tool_calls"):
+                    message["tool_calls"] = [{**call, "id": tag + call["id"]} for call in message["tool_calls"]]
+                if message.get("tool_call_id"):
+                    message["tool_call_id"] = tag + message["tool_call_id"]
+                out.append(message)
+        round_no += 1
+    return out[:target_messages]
+
+
+async def replay(cls: type[SimpleContextManager], messages: list[dict[str, Any]], budget: int) -> list[float]:
+    """Milliseconds of every request of one replay."""
+    manager = cls(max_tokens=budget + 800)
+    timings = []
+    for message in messages:
+        if message["role"] == "assistant":
+            start = time.perf_counter()
+            await manager.get_messages_for_request()
+            timings.append((time.perf_counter() - start) * 1000)
+        await manager.add_message({**message, "metadata": {"timestamp": STAMP}})
+    return timings
+
+
+def summarize(timings: list[float]) -> dict[str, float]:
+    ordered = sorted(timings)
+    return {
+        "requests": len(ordered),
+        "p50": statistics.median(ordered),
+        "p90": ordered[int(0.9 * (len(ordered) - 1))],
+        "total": sum(ordered),
+    }
+
+
+async def run(longest: int) -> list[dict[str, Any]]:
+    sessions = sorted((load(p) for p in TRANSCRIPTS.glob("*.jsonl")), key=len, reverse=True)
+    cases = [(f"longest #{i + 1} ({len(s)} msgs)", s) for i, s in enumerate(sessions[:longest])]
+    big = concatenate(sessions[:6], 2200)
+    cases.append((f"concatenated ({len(big)} msgs)", big))
+    rows = []
+    for name, messages in cases:
+        budget = int(sum(estimate_message(m) for m in messages) * 0.30)
+        ours = summarize(await replay(SimpleContextManager, messages, budget))
+        ref = summarize(await replay(ReferenceManager, messages, budget))
+        rows.append({"session": name, "budget": budget, "ours": ours, "reference": ref})
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--longest", type=int, default=3, help="how many of the longest transcripts")
+    args = parser.parse_args()
+    logging.disable(logging.WARNING)
+    rows = asyncio.run(run(args.longest))
+    header = f"{'session':32} {'budget':>8} {'p50 ms':>8} {'p90 ms':>8} {'ref p50':>8} {'ref p90':>8} {'p50 x':>6}"
+    print(header)
+    for row in rows:
+        ours, ref = row["ours"], row["reference"]
+        print(
+            f"{row['session']:32} {row['budget']:>8,} {ours['p50']:>8.3f} {ours['p90']:>8.3f} "
+            f"{ref['p50']:>8.3f} {ref['p90']:>8.3f} {ref['p50'] / ours['p50']:>6.1f}"
+        )
+        print(f"{'':32} total ms: ours {ours['total']:,.1f}, reference {ref['total']:,.1f}")
+
+
+if __name__ == "__main__":
+    main()
