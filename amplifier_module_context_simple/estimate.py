@@ -53,6 +53,7 @@ class CountCache:
         self.counter = counter
         self._stored: dict[int, tuple[dict[str, Any], int]] = {}
         self._rewritten: dict[int, tuple[dict[str, Any], int]] = {}
+        self._last_total: tuple[tuple[int, ...], list[dict[str, Any]], int] | None = None
 
     def count(self, message: dict[str, Any]) -> int:
         metadata = message.get("metadata")
@@ -68,9 +69,20 @@ class CountCache:
         return value
 
     def total(self, messages: Iterable[dict[str, Any]]) -> int:
+        """Sum of counts. One request totals the same working list several times (meter, ladder,
+        stats), so the last list's total is remembered while it is the same, unchanged list."""
+        if isinstance(messages, list) and messages:
+            key = (id(messages), len(messages), id(messages[0]), id(messages[-1]))
+            if self._last_total is not None and self._last_total[0] == key and self._last_total[1] is messages:
+                return self._last_total[2]
+            count = self.count
+            value = sum(count(m) for m in messages)
+            self._last_total = (key, messages, value)
+            return value
         count = self.count
         return sum(count(m) for m in messages)
 
     def clear(self) -> None:
         self._stored.clear()
         self._rewritten.clear()
+        self._last_total = None
