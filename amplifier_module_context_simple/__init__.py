@@ -28,6 +28,14 @@ from .manager import SimpleContextManager
 from .replay import REMINDER_ENVELOPE_PREFIX as _REMINDER_ENVELOPE_PREFIX
 from .replay import REPLAY_ENVELOPE_SOURCE as _REPLAY_ENVELOPE_SOURCE
 from .replay import is_real_user_message as _is_real_user_message
+from .state import STATE_VERSION, state_capability
+from .summary import FORK_PREFIX_SOURCE_VIEW, FORK_PREFIX_SOURCE_WIRE
+from .summary_span import (
+    _FORK_BOUNDARY_EXCERPT_CHARS,
+    _SUMMARY_ENVELOPE_SOURCE,
+    _SUMMARY_METADATA_TYPE,
+    DEFAULT_SUMMARIZATION_PROMPT,
+)
 from .token_meter import METER_KIND_ESTIMATED, METER_KIND_NONE, METER_KIND_USAGE
 from .tool_results import TOOL_RESULT_CHARS_PER_TOKEN as _TOOL_RESULT_CHARS_PER_TOKEN
 
@@ -36,14 +44,22 @@ __version__ = "1.0.0"
 
 logger = logging.getLogger("amplifier_module_context_simple")
 
+# The capability hosts use to save compaction state next to the transcript and restore it on resume.
+STATE_CAPABILITY = "context.state"
+
 __all__ = [
     "COMPACTION_STRATEGY_PROGRESSIVE",
     "COMPACTION_STRATEGY_SUMMARY",
     "DEFAULT_CLEAR_AT_LEAST",
     "DEFAULT_MAX_CONSECUTIVE_SKIPS",
+    "DEFAULT_SUMMARIZATION_PROMPT",
+    "FORK_PREFIX_SOURCE_VIEW",
+    "FORK_PREFIX_SOURCE_WIRE",
     "METER_KIND_ESTIMATED",
     "METER_KIND_NONE",
     "METER_KIND_USAGE",
+    "STATE_CAPABILITY",
+    "STATE_VERSION",
     "SUMMARY_CALL_MODE_FORK",
     "SUMMARY_CALL_MODE_STANDALONE",
     "SimpleContextManager",
@@ -53,7 +69,10 @@ __all__ = [
     "TOOL_RESULT_SHAPE_HEAD",
     "TOOL_RESULT_SHAPE_HEAD_TAIL",
     "_REMINDER_ENVELOPE_PREFIX",
+    "_FORK_BOUNDARY_EXCERPT_CHARS",
     "_REPLAY_ENVELOPE_SOURCE",
+    "_SUMMARY_ENVELOPE_SOURCE",
+    "_SUMMARY_METADATA_TYPE",
     "_TOOL_RESULT_CHARS_PER_TOKEN",
     "_is_real_user_message",
     "mount",
@@ -69,9 +88,22 @@ async def mount(coordinator: Any, config: dict[str, Any] | None = None) -> Any:
     if hooks is not None:
         unregister = hooks.register("llm:response", context._on_llm_response, priority=50, name="context-simple-meter")
     await coordinator.mount("context", context)
+    _offer_state_capability(coordinator, context)
 
     async def cleanup() -> None:
         if unregister is not None:
             unregister()
 
     return cleanup
+
+
+def _offer_state_capability(coordinator: Any, context: SimpleContextManager) -> None:
+    """Register ``context.state`` (snapshot/restore for resume) where the coordinator supports capabilities."""
+    register = getattr(coordinator, "register_capability", None)
+    if not callable(register):
+        return
+    try:
+        register(STATE_CAPABILITY, state_capability(context))
+    except Exception as exc:  # an optional offer must never fail the mount
+        context._fault_counts["capability_register_failures"] += 1
+        logger.warning("context-simple: could not register the %s capability: %s", STATE_CAPABILITY, exc)

@@ -237,6 +237,15 @@ def _optional_fraction(key: str, value: Any) -> float | None:
     return _fraction(low_open=True)(key, value)
 
 
+def _absorb_floor(key: str, value: Any) -> int | float:
+    # Like compact_clear_at_least: an int >= 1 is tokens, a number in (0, 1) a share of the budget.
+    if _is_number(value) and 0 < value < 1:
+        return float(value)
+    if _is_int(value) and value >= 0:
+        return value
+    raise _bad(key, value, "0 (off), an integer of tokens >= 1, or a fraction of the budget in (0, 1)")
+
+
 def _max_messages(key: str, value: Any) -> int | None:
     if value is None:
         return None
@@ -267,7 +276,7 @@ _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "summarization_timeout_s": _timeout,
     "summary_rearm_below": _optional_fraction,
     "summary_cooldown_requests": _int_at_least(0),
-    "summary_min_absorb_tokens": _int_at_least(0),
+    "summary_min_absorb_tokens": _absorb_floor,
     "tool_result_budget_tokens": _tool_budget,
     "tool_result_shape": _choice(TOOL_RESULT_SHAPES, TOOL_RESULT_SHAPE_HEAD, "tool_result_shape"),
     "tool_result_budget_by_tool": _budget_by_tool,
@@ -295,15 +304,14 @@ def parse_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
 
 def parse_clear_at_least(value: Any, budget: int) -> int:
     """Tokens a compaction must free (0 = disabled), per the README's value table."""
-    if value is None or isinstance(value, bool):
+    if value is None:
         return 0
     try:
-        number = float(value)
+        number = float(value) if not isinstance(value, bool) else math.nan  # true/false is no floor
     except (TypeError, ValueError):
-        logger.warning("context-simple: compact_clear_at_least=%r is not a number; disabled", value)
-        return 0
+        number = math.nan
     if not math.isfinite(number):
-        logger.warning("context-simple: compact_clear_at_least=%r is not a finite number; disabled", value)
+        logger.warning("context-simple: compact_clear_at_least=%r is not a (finite) number; disabled", value)
         return 0
     if number <= 0:
         return 0

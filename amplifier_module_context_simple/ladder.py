@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .estimate import seq_of
-from .tool_pairs import tool_groups
+from .tool_pairs import has_tool_calls, tool_groups
 
 Message = dict[str, Any]
 STUB_MIN_CHARS = 80
@@ -110,6 +110,8 @@ class _Run:
         n = len(self.messages)
         first_user, last_user = self.user_bounds()
         protected = set(range(max(0, int(n * (1 - protected_recent))), n)) | {first_user, last_user}
+        if n and has_tool_calls(self.messages[-1]):
+            protected.add(n - 1)  # calls in flight (protected_recent=0): their results would arrive orphaned
         groups = tool_groups(self.messages)
         doomed: set[int] = set()
         for index, message in enumerate(self.messages):

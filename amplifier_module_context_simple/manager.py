@@ -31,8 +31,9 @@ from .ladder import LadderOps, plan_compaction, protected_tool_indices, stub_use
 from .notice import notice_message
 from .repair import repair_view
 from .replay import build_replay, is_real_user_message
+from .state import apply_snapshot, build_snapshot, validate_snapshot
 from .summary import SummaryMixin
-from .token_counter import resolve_counter
+from .token_counter import COUNTER_ESTIMATE, resolve_counter
 from .token_meter import (
     METER_KIND_ESTIMATED,
     METER_KIND_NONE,
@@ -42,7 +43,7 @@ from .token_meter import (
     parse_usage,
 )
 from .tool_pairs import call_names, in_flight_start
-from .tool_results import ToolResultSettings, needs_truncation, spill_path, tool_name_of, truncate_tool_result
+from .tool_results import ToolResultSettings, spill_path, tool_name_of, truncate_tool_result
 from .tool_results import write_spill as _write_spill
 from .validation import validate_message
 
@@ -103,7 +104,7 @@ class SimpleContextManager(SummaryMixin):
         self._tool_name_by_call_id: dict[str, str] = {}
         self._spilled_paths: set[str] = set()
         self._fault_counts: Counter[str] = Counter()
-        self._reported_repairs: set[tuple[str, int]] = set()
+        self._reported_repairs: set[tuple[str, int, int, int]] = set()
         self._counts_key: Any = None
         self._count_cache: CountCache | None = None
         self._derived: dict[tuple[int, str], tuple[Message, Any, Message]] = {}
@@ -206,6 +207,16 @@ class SimpleContextManager(SummaryMixin):
         """Protocol compliance: stored history is never compacted."""
         return None
 
+    # ----- resume state (state.py) -------------------------------------------------------------
+
+    def snapshot_state(self) -> dict[str, Any]:
+        """A versioned, JSON-safe dict of every decision that shapes future views, tied to this history."""
+        return build_snapshot(self)
+
+    def restore_state(self, state: Any) -> None:
+        """Adopt a snapshot after ``set_messages()`` of its history; else ValueError, nothing changed."""
+        apply_snapshot(self, validate_snapshot(state, self.messages))
+
     # ----- one request -------------------------------------------------------------------------
 
     async def get_messages_for_request(self, token_budget: int | None = None, provider: Any = None) -> list[Message]:
@@ -271,7 +282,8 @@ class SimpleContextManager(SummaryMixin):
         self._fault_counts["repair_synthetic_results"] += report.synthetic_results
         self._fault_counts["repair_orphans_dropped"] += report.orphans_dropped
         self._fault_counts["repair_duplicates_dropped"] += report.duplicates_dropped
-        key = ("repair", len(working))
+        # The same breakage is repaired again on every request as the history grows: log it once.
+        key = ("repair", report.synthetic_results, report.orphans_dropped, report.duplicates_dropped)
         if key not in self._reported_repairs:
             self._reported_repairs.add(key)
             logger.warning("context-simple: repaired a broken tool-call history in the view (%s)", report)
@@ -487,10 +499,14 @@ class SimpleContextManager(SummaryMixin):
     def _ladder_ops(self) -> LadderOps:
         return LadderOps(
             count=self._counts().count,
-            truncate=self._truncate_tool_result,
+            truncate=self._truncate_stored,
             stub=self._stub_user_message,
             is_real_user=is_real_user_message,
         )
+
+    def _truncate_stored(self, message: Message) -> Message:
+        """The ladder's truncation: a repair-made result has no ``_seq`` to keep the decision sticky."""
+        return message if seq_of(message) is None else self._truncate_tool_result(message)
 
     def _apply_sticky_decisions(self, non_system: list[Message]) -> list[Message]:
         """Replay every recorded decision, with the same bytes as when it was made."""
@@ -498,8 +514,14 @@ class SimpleContextManager(SummaryMixin):
         if not (removed or truncated or stubbed):
             return list(non_system)
         working = []
+        dropping = False  # the last stored message was removed: its repair-made results go with it
         for message in non_system:
             seq = seq_of(message)
+            if seq is None:
+                if dropping and message.get("role") == "tool":
+                    continue
+            else:
+                dropping = seq in removed
             if seq is not None and seq in removed:
                 continue
             if seq is not None and seq in truncated:
@@ -631,7 +653,13 @@ class SimpleContextManager(SummaryMixin):
             budget_by_tool=tuple(sorted((self.tool_result_budget_by_tool or {}).items())),
             exempt_tools=frozenset(self.tool_result_exempt_tools or ()),
             spill_dir=self.tool_result_spill_dir,
+            counter=self._budget_counter(),
         )
+
+    def _budget_counter(self) -> Any:
+        """The counter token budgets are measured with; None keeps the estimator's 4 chars per token."""
+        counter = self._counts().counter
+        return None if getattr(counter, "name", COUNTER_ESTIMATE) == COUNTER_ESTIMATE else counter
 
     def _harvest_tool_names(self, message: Message) -> None:
         if message.get("role") == "assistant" and message.get("tool_calls"):
@@ -644,13 +672,14 @@ class SimpleContextManager(SummaryMixin):
 
     def _make_truncated(self, message: Message, settings: ToolResultSettings) -> Message:
         name = tool_name_of(message, self._tool_name_by_call_id)
-        if not needs_truncation(message, settings, name):
-            return message
+        content = message.get("content")
         spill_file = None
-        if settings.spill_dir:
-            spill_file = spill_path(settings.spill_dir, seq_of(message), message["content"])
-            self._spill(spill_file, message["content"])
-        return truncate_tool_result(message, settings, name, spill_file)
+        if settings.spill_dir and isinstance(content, str):
+            spill_file = spill_path(settings.spill_dir, seq_of(message), content)
+        truncated = truncate_tool_result(message, settings, name, spill_file)
+        if truncated is not message and spill_file is not None:
+            self._spill(spill_file, content)  # the pointer does not depend on the write succeeding
+        return truncated
 
     def _spill(self, path: str, content: str) -> None:
         """Write the full result once; a failure is logged and counted, the pointer stays the same."""

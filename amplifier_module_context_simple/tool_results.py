@@ -12,6 +12,7 @@ import logging
 import os
 import secrets
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,16 +34,55 @@ class ToolResultSettings:
     budget_by_tool: tuple[tuple[str, int], ...] = ()
     exempt_tools: frozenset[str] = frozenset()
     spill_dir: str | None = None
+    # The configured token counter; None (the estimator) converts token budgets at 4 chars per token.
+    counter: Callable[[dict[str, Any]], int] | None = None
+
+
+def _token_budget(tool_name: str | None, settings: ToolResultSettings) -> int | None:
+    """The token budget for one tool's results (per-tool first), or None for the legacy char budget."""
+    per_tool = dict(settings.budget_by_tool)
+    if tool_name is not None and tool_name in per_tool:
+        return per_tool[tool_name]
+    return settings.budget_tokens
 
 
 def resolve_budget(tool_name: str | None, settings: ToolResultSettings) -> tuple[int, str]:
-    """(budget in chars, shape): per-tool budget, then the global token budget, then legacy chars."""
-    per_tool = dict(settings.budget_by_tool)
-    if tool_name is not None and tool_name in per_tool:
-        return per_tool[tool_name] * TOOL_RESULT_CHARS_PER_TOKEN, settings.shape
-    if settings.budget_tokens is not None:
-        return settings.budget_tokens * TOOL_RESULT_CHARS_PER_TOKEN, settings.shape
-    return settings.truncate_chars, TOOL_RESULT_SHAPE_HEAD
+    """(budget in chars, shape) at the estimator's 4 chars per token: per-tool budget, then the global
+    token budget, then legacy ``truncate_chars`` (always head-only)."""
+    tokens = _token_budget(tool_name, settings)
+    if tokens is None:
+        return settings.truncate_chars, TOOL_RESULT_SHAPE_HEAD
+    return tokens * TOOL_RESULT_CHARS_PER_TOKEN, settings.shape
+
+
+# A tokenizer's cost on one huge unbroken "word" can grow faster than its length; counting in fixed
+# slices keeps the cost linear in the content's size for any counter.
+_COUNT_SLICE_CHARS = 16_384
+
+
+def text_tokens(text: str, counter: Callable[[dict[str, Any]], int]) -> int:
+    """What ``counter`` charges for ``text`` as a tool result's content, the message framing excluded."""
+    framing = counter({"role": "tool", "content": ""})
+    return sum(
+        max(0, counter({"role": "tool", "content": text[i : i + _COUNT_SLICE_CHARS]}) - framing)
+        for i in range(0, len(text), _COUNT_SLICE_CHARS)
+    )
+
+
+def budget_chars(content: str, tool_name: str | None, settings: ToolResultSettings) -> tuple[int, str, int]:
+    """(chars to keep, shape, original tokens) for one result, counting its content at most once.
+
+    With a configured counter a token budget keeps the content's own chars-per-token rate, so a budget
+    means the same tokens the ladder counts.
+    """
+    chars, shape = resolve_budget(tool_name, settings)
+    tokens = _token_budget(tool_name, settings)
+    if tokens is None or settings.counter is None:
+        return chars, shape, len(content) // 4
+    counted = text_tokens(content, settings.counter)
+    if counted <= tokens:
+        return len(content), shape, counted
+    return tokens * len(content) // counted, shape, counted
 
 
 def tool_name_of(message: dict[str, Any], names_by_call_id: dict[str, str]) -> str | None:
@@ -67,9 +107,12 @@ def spill_path(spill_dir: str, seq: int | None, content: str) -> str:
     return os.path.join(spill_dir, name)
 
 
-def format_truncated(content: str, budget_chars: int, shape: str, recovery: str) -> str:
+def format_truncated(
+    content: str, budget_chars: int, shape: str, recovery: str, original_tokens: int | None = None
+) -> str:
     """The replacement text: header, then the head (legacy) or head and tail with a marker."""
-    header = f"[truncated: ~{len(content) // 4:,} tokens - {recovery}]"
+    original_tokens = len(content) // 4 if original_tokens is None else original_tokens
+    header = f"[truncated: ~{original_tokens:,} tokens - {recovery}]"
     if shape != TOOL_RESULT_SHAPE_HEAD_TAIL:
         return f"{header} {content[:budget_chars]}..."
     head_chars = budget_chars // 2
@@ -89,23 +132,16 @@ def truncate_tool_result(
     content = message.get("content")
     if not isinstance(content, str) or (tool_name is not None and tool_name in settings.exempt_tools):
         return message
-    budget_chars, shape = resolve_budget(tool_name, settings)
-    if len(content) <= budget_chars:
+    keep, shape, original = budget_chars(content, tool_name, settings)
+    if len(content) <= keep:
         return message
     recovery = f"read {spill_file} for the full result" if spill_file else LEGACY_RECOVERY
     return {
         **message,
-        "content": format_truncated(content, budget_chars, shape, recovery),
+        "content": format_truncated(content, keep, shape, recovery, original),
         "_truncated": True,
-        "_original_tokens": len(content) // 4,
+        "_original_tokens": original,
     }
-
-
-def needs_truncation(message: dict[str, Any], settings: ToolResultSettings, tool_name: str | None) -> bool:
-    content = message.get("content")
-    if not isinstance(content, str) or (tool_name is not None and tool_name in settings.exempt_tools):
-        return False
-    return len(content) > resolve_budget(tool_name, settings)[0]
 
 
 def _open_spill_dir(spill_dir: str) -> int:

@@ -124,6 +124,7 @@ class Step:
     boundary: bool
     override: bool
     refusal: bool
+    floor: bool  # fired on a rejected anchor whose provider total alone crossed the threshold
     over_window: bool
 
 
@@ -145,6 +146,7 @@ async def replay_meter(
     for message in messages:
         if message.get("role") == "assistant":
             seen, overrides, refusals = len(compactions), ctx._provenance_overrides, ctx._provenance_refusals
+            floors = getattr(ctx, "_anchor_floor_fires", 0)
             view = await ctx.get_messages_for_request(token_budget=window)
             stats = dict(ctx._last_token_meter_stats)
             sent = ctx._last_sent_estimate
@@ -161,6 +163,7 @@ async def replay_meter(
                     len(compactions) > seen,
                     ctx._provenance_overrides > overrides,
                     ctx._provenance_refusals > refusals,
+                    getattr(ctx, "_anchor_floor_fires", 0) > floors,
                     billed > window,
                 )
             )
@@ -178,14 +181,17 @@ def percentile(values: list[float], q: float) -> float:
 def summarize(steps: list[Step]) -> dict[str, Any]:
     """Cadence and safety figures of one run."""
     usage_steps = [s for s in steps if s.hybrid_kind == "usage"]
+    # A boundary request bills a freshly compacted view that no pre-compaction meter describes.
+    settled = [s for s in usage_steps if not s.boundary]
     return {
         "requests": len(steps),
         "boundaries": sum(s.boundary for s in steps),
         "over_window": sum(s.over_window for s in steps),
         "refusals": sum(s.refusal for s in steps),
         "overrides": sum(s.override for s in steps),
+        "floor_fires": sum(s.floor for s in steps),
         "usage_kind": len(usage_steps),
-        "hybrid_error": statistics.fmean(s.hybrid / s.billed for s in usage_steps) if usage_steps else None,
+        "hybrid_error": statistics.fmean(s.hybrid / s.billed for s in settled) if settled else None,
     }
 
 
@@ -222,11 +228,12 @@ def main(argv: list[str]) -> int:
     print(f"fake provider: true o200k of the view + {OVERHEAD_TOKENS} overhead tokens, Anthropic-style cache fields")
     print(f"window = token_budget = {WINDOW_FRACTION:.0%} of the session's billed size; over = billed > window")
     print("est/true = module estimate of the sent view / true o200k of its messages (estimate-mode requests)")
-    print("hyb/billed = hybrid count / billed total of the same request, over requests whose hybrid kind is 'usage'\n")
+    print("hyb/billed = hybrid count / billed total of the same request, where the hybrid kind is 'usage'")
+    print("             (boundary requests excluded: they bill a freshly compacted view)\n")
     cols = ["transcript", "messages", "window", "est_mean", "est_p90", "mode", "requests", "boundaries",
-            "over_window", "refusals", "overrides", "usage_kind", "hybrid_error"]  # fmt: skip
+            "over_window", "refusals", "overrides", "floor_fires", "usage_kind", "hybrid_error"]  # fmt: skip
     heads = ["transcript", "msgs", "window", "est/true mean", "est/true p90", "mode", "requests", "boundaries",
-             "over window", "refusals", "overrides", "kind=usage", "hyb/billed"]  # fmt: skip
+             "over window", "refusals", "overrides", "floor fires", "kind=usage", "hyb/billed"]  # fmt: skip
     print("| " + " | ".join(heads) + " |")
     print("|" + "---|" * len(heads))
     for row in rows:

@@ -9,14 +9,14 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from amplifier_module_context_simple import SimpleContextManager
 from amplifier_module_context_simple.estimate import estimate_tokens
-from amplifier_module_context_simple.replay import is_real_user_message
 from amplifier_module_context_simple.repair import view_problems
+from amplifier_module_context_simple.replay import is_real_user_message
 
 Message = dict[str, Any]
 
@@ -60,6 +60,41 @@ def asst_calls(*ids: str, name: str = "read_file", text: str = "") -> Message:
 
 def result(call_id: str, content: str = "ok") -> Message:
     return {"role": "tool", "tool_call_id": call_id, "content": content}
+
+
+BIG = 80_000  # characters: ~20k tokens, the dominant weight of a hand-made scenario
+
+
+def build(spec: str) -> list[dict[str, Any]]:
+    """Messages from a spec of space-separated tokens.
+
+    S system; U short user; U+ long user (200 chars, stubbable); U* huge user; A / A* short / huge
+    assistant text; T / T* a tool call and its short / huge result; E* a huge result of the tool
+    ``big_reader``; P3 / P3* three parallel calls and their results (the middle one huge in P3*).
+    """
+    out: list[dict[str, Any]] = []
+    for index, token in enumerate(spec.split()):
+        tag = f"m{index}"
+        if token == "S":
+            out.append(system(f"system prompt {tag}"))
+        elif token in ("U", "U+", "U*"):
+            tail = {"U": "", "U+": " " + "x" * 200, "U*": " " + "u" * BIG}[token]
+            out.append(user(f"user turn {tag}{tail}"))
+        elif token in ("A", "A*"):
+            out.append(asst(f"assistant {tag}" + (" " + "a" * BIG if token == "A*" else "")))
+        elif token in ("T", "T*", "E*"):
+            name = "big_reader" if token == "E*" else "read_file"
+            out.append(asst_calls(tag, name=name))
+            out.append(result(tag, "r" * BIG if token != "T" else f"small result {tag}"))
+        elif token in ("P3", "P3*"):
+            ids = [f"{tag}a", f"{tag}b", f"{tag}c"]
+            out.append(asst_calls(*ids))
+            for position, call_id in enumerate(ids):
+                huge = token == "P3*" and position == 1
+                out.append(result(call_id, "r" * BIG if huge else f"small {call_id}"))
+        else:
+            raise ValueError(token)
+    return out
 
 
 # ----- transcripts -------------------------------------------------------------------------------
@@ -124,12 +159,16 @@ def assert_no_seq(view: list[Message]) -> None:
         assert "_seq" not in (message.get("metadata") or {}), message
 
 
-def assert_system_messages_present(view: list[Message], stored: list[Message]) -> None:
-    """Every stored system message is in the view, unchanged, and system messages lead the view."""
+def assert_system_messages_present(view: list[Message], stored: list[Message], front: bool = True) -> None:
+    """Every stored system message is in the view, unchanged; with ``front``, they lead the view.
+
+    A compacted view moves system messages to the front; an uncompacted one keeps history order.
+    """
     wanted = [strip_seq(m) for m in stored if m.get("role") == "system"]
     got = [m for m in view if m.get("role") == "system"]
     assert got == wanted
-    assert view[: len(got)] == got, "system messages are not at the front"
+    if front:
+        assert view[: len(got)] == got, "system messages are not at the front"
 
 
 def last_real_user(messages: list[Message]) -> Message | None:
@@ -197,6 +236,7 @@ class InvariantChecker:
 
     def __init__(self) -> None:
         self.previous: list[Message] | None = None
+        self.last_view: list[Message] | None = None
         self.snapshot: list[Message] = []
         self.checked = 0
         self.boundaries = 0
@@ -207,16 +247,16 @@ class InvariantChecker:
 
     def after(self, request: Request, ctx: SimpleContextManager) -> None:
         view, stored = request.view, ctx.messages
-        assert isinstance(view, list) and view is not stored
+        assert isinstance(view, list) and view is not stored and view is not self.last_view
         assert stored == self.snapshot, "stored messages changed during a request"
         assert_no_seq(view)
         assert_tool_pairing(view)
-        assert_system_messages_present(view, stored)
+        assert_system_messages_present(view, stored, front=ctx._last_compaction_stats is not None)
         assert_last_user_present(view, stored)
         current = non_ephemeral(view)
         if self.previous is not None and not request.boundary:
             assert_extends(self.previous, current)
-        self.previous = current
+        self.previous, self.last_view = current, view
         self.checked += 1
         self.boundaries += request.boundary
 
@@ -231,6 +271,7 @@ async def checked_replay(
 
 
 async def add_all(ctx: SimpleContextManager, messages: list[Message]) -> None:
+    """Add ``messages`` in order, each with the fixed timestamp."""
     for message in messages:
         await ctx.add_message(stamped(message))
 

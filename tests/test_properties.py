@@ -59,8 +59,9 @@ def text_of(tag: str, size: int) -> str:
 
 def sizes(big: int = 200_000) -> st.SearchStrategy[int]:
     """Mostly small sizes so examples stay fast; now and then a large one, rarely a huge one."""
+    mid = min(6_000, big // 2)
     return st.integers(0, 99).flatmap(
-        lambda r: st.integers(0, 300) if r < 85 else st.integers(301, 6_000) if r < 97 else st.integers(6_001, big)
+        lambda r: st.integers(0, 300) if r < 85 else st.integers(301, mid) if r < 97 else st.integers(mid + 1, big)
     )
 
 
@@ -114,7 +115,7 @@ def sessions(draw: Any) -> list[tuple]:
     for _ in range(draw(st.integers(0, 2))):
         ops.append(("system", draw(sizes(3_000)), False))
     ops.append(("user", draw(USER_KIND), draw(sizes(20_000))))
-    ops += draw(st.lists(OP, min_size=1, max_size=22))
+    ops += draw(st.lists(OP, min_size=1, max_size=28))
     return ops
 
 
@@ -152,7 +153,7 @@ def configs(draw: Any) -> dict[str, Any]:
 
 # budget: ("explicit", n) | ("provider", context_window, max_output) | ("max_tokens",)
 BUDGETS = st.one_of(
-    st.tuples(st.just("explicit"), st.integers(300, 30_000)),
+    st.tuples(st.just("explicit"), st.sampled_from([1_000, 2_000, 4_000, 8_000]) | st.integers(300, 30_000)),
     st.tuples(st.just("provider"), st.integers(4_500, 40_000), st.integers(0, 3_000)),
     st.tuples(st.just("max_tokens")),
 )
@@ -265,6 +266,7 @@ class Checker:
     snapshots: list[Message] = field(default_factory=list)
     given: list[tuple[Message, Message]] = field(default_factory=list)
     previous: list[str] | None = None
+    previous_systems: int = 0
     views: int = 0
 
     def absorb(self, allowed_tags: set[str]) -> None:
@@ -352,12 +354,24 @@ class Checker:
             assert sum(counter(m) for m in view) <= self.budget, "the tail overflowed the notice reserve"
 
     def check_extension(self, view: list[Message], boundary: bool) -> None:
-        keys = [key(m) for m in view if not is_ephemeral(m)]
+        """Between boundaries the non-ephemeral view extends the previous one, byte for byte.
+
+        One documented exception: once a view is compacted, system messages lead it, so a system
+        message added mid-session joins the system block instead of the tail. Then the system block
+        and the rest must each extend their previous selves.
+        """
+        body = [m for m in view if not is_ephemeral(m)]
+        keys = [key(m) for m in body]
+        systems = sum(1 for m in body if m.get("role") == "system")
         if boundary:
             event("compaction boundary")
-        elif self.previous is not None:
-            assert keys[: len(self.previous)] == self.previous, "view does not extend the previous one"
-        self.previous = keys
+        elif self.previous is not None and keys[: len(self.previous)] != self.previous:
+            assert systems > self.previous_systems, "view does not extend the previous one"
+            head, tail = keys[:systems], keys[systems:]
+            assert head[: self.previous_systems] == self.previous[: self.previous_systems]
+            assert tail[: len(self.previous) - self.previous_systems] == self.previous[self.previous_systems :]
+            event("mid-session system message hoisted into the system block")
+        self.previous, self.previous_systems = keys, systems
 
 
 # --- the driver ---------------------------------------------------------------------------------------
@@ -373,6 +387,7 @@ class Session:
     token_budget: int | None
     meter_factor: float
     serial: int = 0
+    failed_loud: bool = False
     call_serial: int = 0
     previous_ids: list[str] = field(default_factory=list)
 
@@ -504,6 +519,7 @@ async def run(cfg: dict[str, Any], budget: tuple, factory: bool, ops: list[tuple
     except RuntimeError as exc:  # the one documented failure: clear-at-least refused too often
         assert CLEAR_AT_LEAST_FAILURE in str(exc), exc
         assert cfg["compact_clear_at_least"] not in (None, 0, -3, "lots")
+        session.failed_loud = True
         event("clear-at-least fail-loud")
     finally:
         logger.removeHandler(session.checker.records)
@@ -531,7 +547,6 @@ def test_every_view_keeps_the_invariants(
     for name, value in ctx.fault_stats.items():
         if value:
             event(f"fault_stats: {name}")
-    if ctx._sticky_level:
-        event(f"ladder level {ctx._sticky_level}")
+    event(f"ladder level {ctx._sticky_level}")
     event(f"strategy {cfg['compaction_strategy']}, summaries absorbed: {bool(ctx._summary_absorbed_count)}")
-    assert session.checker.views >= 1
+    assert session.checker.views >= 1 or session.failed_loud

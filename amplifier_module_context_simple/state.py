@@ -1,0 +1,319 @@
+"""Resume-stable compaction state: a versioned, JSON-safe snapshot of every decision that shapes views.
+
+``set_messages()`` (session resume) forgets all sticky decisions, so the first request after a resume
+re-decides the whole history and the provider's prompt cache is lost. A snapshot taken with
+:func:`build_snapshot` and re-applied with :func:`apply_snapshot` after ``set_messages()`` of the same
+history makes the next view byte-identical to the one the uninterrupted manager would have sent.
+
+Pure functions over a manager's attributes (listed in :data:`FIELDS`); nothing here imports the manager.
+A snapshot belongs to one history: its digest is taken over the stored messages without ``_seq``, which
+is exactly what ``set_messages(await old.get_messages())`` stores again (it re-stamps ``_seq`` 0..N-1).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .estimate import SEQ_KEY
+from .token_meter import METER_KIND_ESTIMATED, METER_KIND_NONE, METER_KIND_USAGE
+
+STATE_VERSION = 1
+DIGEST_PREFIX = "sha256:"
+HEADER_KEYS = ("version", "history_digest", "message_count")
+_METER_KINDS = (METER_KIND_USAGE, METER_KIND_ESTIMATED, METER_KIND_NONE)
+
+
+@dataclass(frozen=True)
+class Field:
+    """One saved manager attribute: where it lives in the snapshot and what kind of value it holds."""
+
+    group: str
+    key: str
+    attribute: str
+    kind: str
+
+
+FIELDS: tuple[Field, ...] = (
+    Field("sticky", "removed_seqs", "_removed_seqs", "seqs"),
+    Field("sticky", "truncated_seqs", "_truncated_seqs", "seqs"),
+    Field("sticky", "stubbed_seqs", "_stubbed_seqs", "seqs"),
+    Field("sticky", "level", "_sticky_level", "count"),
+    Field("compaction", "last_stats", "_last_compaction_stats", "stats"),
+    Field("meter", "last_measured_prompt_tokens", "_last_measured_prompt_tokens", "opt_count"),
+    Field("meter", "anchor_seq", "_anchor_seq", "opt_position"),
+    Field("meter", "anchor_estimate", "_anchor_estimate", "opt_count"),
+    Field("meter", "last_sent_estimate", "_last_sent_estimate", "opt_count"),
+    Field("meter", "last_hybrid_tokens", "_last_hybrid_tokens", "opt_count"),
+    Field("meter", "last_hybrid_kind", "_last_hybrid_kind", "opt_kind"),
+    Field("meter", "last_hybrid_anchored", "_last_hybrid_anchored", "opt_count"),
+    Field("meter", "usage_events", "_usage_events", "count"),
+    Field("meter", "cache_read_total", "_cache_read_total", "count"),
+    Field("meter", "cache_write_total", "_cache_write_total", "count"),
+    Field("meter", "cache_fields_complete", "_cache_fields_complete", "flag"),
+    Field("meter", "provenance_refusals", "_provenance_refusals", "count"),
+    Field("meter", "provenance_overrides", "_provenance_overrides", "count"),
+    Field("meter", "anchor_floor_fires", "_anchor_floor_fires", "count"),
+    Field("clear_at_least", "consecutive_skips", "_clear_at_least_skips", "count"),
+    Field("summary", "absorbed_count", "_summary_absorbed_count", "count"),
+    Field("summary", "failures", "_summarization_failures", "count"),
+    Field("summary", "armed", "_summary_armed", "flag"),
+    Field("summary", "cooldown_left", "_summary_cooldown_left", "count"),
+    Field("summary", "pending", "_pending_summary", "pending"),
+    Field("replay", "last_boundary", "_last_replayed_boundary", "boundary"),
+)
+GROUPS: tuple[str, ...] = tuple(dict.fromkeys(field.group for field in FIELDS))
+
+# Manager attributes deliberately NOT in a snapshot, and why (tests check every attribute is classified).
+NOT_SAVED: dict[str, str] = {
+    "_hooks": "the host's hook registry",
+    "messages": "the history itself: restored by set_messages()",
+    "_next_seq": "re-stamped by set_messages()",
+    "_tool_name_by_call_id": "derived from the history by set_messages()",
+    "_system_prompt_factory": "the host registers it again",
+    "_last_good_system_prompt": "only a fallback while the factory fails; the factory is asked again",
+    "_spilled_paths": "write-once bookkeeping: spill files are content-addressed and idempotent",
+    "_fault_counts": "diagnostics",
+    "_reported_repairs": "log de-duplication",
+    "_counts_key": "cache",
+    "_count_cache": "cache (per-_seq counts, recomputed on demand)",
+    "_derived": "cache (truncated and stubbed rewrites, recomputed on demand)",
+    "_escalation_allowed": "set and reset within one request",
+    "_clear_at_least_pending": "set and reset within one request",
+    "_clear_at_least_last_refused": "set and reset within one request",
+    "_last_token_meter_stats": "report of the last request; recomputed before it is read",
+    "_is_summarizing": "a running summary call is not resumable (a finished one is: summary.pending)",
+    "_summarization_task": "a running summary call is not resumable (a finished one is: summary.pending)",
+    "_summary_generation": "invalidates a running summary call when the history is replaced",
+    "_fork_reasons_logged": "log de-duplication",
+    "_last_request_view": "fork-mode scratch for the next summary call",
+    "_view_serial": "fork-mode scratch for the next summary call",
+    "_sent_messages": "fork-mode scratch for the next summary call",
+    "_sent_serial": "fork-mode scratch for the next summary call",
+    "_sent_tools": "fork-mode scratch for the next summary call",
+    "_sent_tools_supplied": "fork-mode scratch for the next summary call",
+    "_sent_model": "fork-mode scratch for the next summary call",
+    "_summary_fork_fallbacks": "diagnostics",
+    "_fork_prefix_source": "diagnostics",
+    "_last_summary_call": "diagnostics",
+    "_cached_provider": "the host passes the provider again",
+}
+
+
+# ----- the history digest ------------------------------------------------------------------------
+
+
+def _json_key(key: Any) -> str:
+    """A dict key as ``json.dumps`` writes it (so a JSON round trip cannot change the digest)."""
+    if isinstance(key, str):
+        return key
+    if key is None or isinstance(key, bool | int | float):
+        return json.dumps(key)
+    return str(key)
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` with every dict key a str, as JSON writes it, and tuples as lists (leaves go through ``str``)."""
+    if isinstance(value, dict):
+        return {_json_key(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def _canonical(message: dict[str, Any]) -> str:
+    """Canonical JSON of a stored message without ``_seq`` (ASCII, sorted keys, compact)."""
+    metadata = message.get("metadata")
+    if isinstance(metadata, dict) and SEQ_KEY in metadata:
+        message = {**message, "metadata": {k: v for k, v in metadata.items() if k != SEQ_KEY}}
+    options: dict[str, Any] = {"sort_keys": True, "separators": (",", ":"), "ensure_ascii": True, "default": str}
+    try:
+        return json.dumps(message, **options)
+    except TypeError:  # mixed-type keys cannot be sorted; normalize them as JSON would
+        return json.dumps(_jsonable(message), **options)
+
+
+def history_digest(messages: Sequence[dict[str, Any]]) -> str:
+    """sha256 over the canonical JSON of each message, ``_seq`` excluded (stable across set_messages)."""
+    digest = hashlib.sha256()
+    for message in messages:
+        digest.update(_canonical(message).encode("ascii"))
+        digest.update(b"\n")
+    return DIGEST_PREFIX + digest.hexdigest()
+
+
+# ----- building ----------------------------------------------------------------------------------
+
+
+def _encode(kind: str, value: Any) -> Any:
+    if kind == "seqs":
+        return sorted(value)
+    if kind == "boundary":
+        return None if value is None else list(value)
+    if kind == "stats":
+        return None if value is None else json.loads(json.dumps(value, default=str))
+    if kind == "pending":
+        return None if value is None else {"seqs": sorted(value["seqs"]), "text": value["text"]}
+    return value
+
+
+def build_snapshot(manager: Any) -> dict[str, Any]:
+    """A versioned, JSON-safe dict of the manager's view-shaping state, tied to its current history."""
+    snapshot: dict[str, Any] = {
+        "version": STATE_VERSION,
+        "history_digest": history_digest(manager.messages),
+        "message_count": len(manager.messages),
+    }
+    for group in GROUPS:
+        snapshot[group] = {}
+    for field in FIELDS:
+        snapshot[field.group][field.key] = _encode(field.kind, getattr(manager, field.attribute))
+    return snapshot
+
+
+# ----- validating --------------------------------------------------------------------------------
+
+
+def _refuse(problem: str) -> ValueError:
+    return ValueError(f"context-simple: restore_state refused: {problem}; nothing was changed")
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _seqs(value: Any, where: str, message_count: int) -> set[int]:
+    if not isinstance(value, list):
+        raise _refuse(f"{where} must be a list of message positions, got {type(value).__name__}")
+    bad = [s for s in value if not _is_count(s) or s >= message_count]
+    if bad:
+        raise _refuse(f"{where} holds {bad[0]!r}, not a position in a history of {message_count} messages")
+    if len(set(value)) != len(value):
+        raise _refuse(f"{where} repeats a position")
+    return set(value)
+
+
+def _stats(value: Any, where: str) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise _refuse(f"{where} must be an object or null, got {type(value).__name__}")
+    for key, item in value.items():
+        if not isinstance(key, str) or not _is_json(item):
+            raise _refuse(f"{where}[{key!r}] must be a JSON value, got {type(item).__name__}")
+    return copy.deepcopy(value)
+
+
+def _is_json(value: Any) -> bool:
+    """True for what JSON can hold: null, booleans, strings, finite numbers, and lists/objects of those."""
+    if value is None or isinstance(value, str | bool | int):
+        return True
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, list):
+        return all(map(_is_json, value))
+    return isinstance(value, dict) and all(isinstance(k, str) and _is_json(v) for k, v in value.items())
+
+
+def _pending(value: Any, where: str, message_count: int) -> dict[str, Any] | None:
+    """A finished summary awaiting its swap-in: the positions it absorbs and its text."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or set(value) != {"seqs", "text"} or not isinstance(value["text"], str):
+        raise _refuse(f"{where} must be null or an object with 'seqs' (positions) and 'text' (a string)")
+    return {"seqs": frozenset(_seqs(value["seqs"], f"{where}.seqs", message_count)), "text": value["text"]}
+
+
+def _boundary(value: Any, where: str) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    if not (isinstance(value, list | tuple) and len(value) == 2 and all(map(_is_count, value))):
+        raise _refuse(f"{where} must be null or a pair of counts, got {value!r}")
+    return (value[0], value[1])
+
+
+def _scalar(kind: str, value: Any, where: str, message_count: int) -> Any:
+    checks: dict[str, tuple[Callable[[Any], bool], str]] = {
+        "count": (_is_count, "an int >= 0"),
+        "opt_count": (lambda v: v is None or _is_count(v), "null or an int >= 0"),
+        "opt_position": (lambda v: v is None or (_is_count(v) and v <= message_count), "null or a message position"),
+        "opt_kind": (lambda v: v is None or v in _METER_KINDS, f"null or one of {', '.join(_METER_KINDS)}"),
+        "flag": (lambda v: isinstance(v, bool), "true or false"),
+    }
+    accept, expected = checks[kind]
+    if not accept(value):
+        raise _refuse(f"{where} must be {expected}, got {value!r}")
+    return value
+
+
+def _value(field: Field, value: Any, message_count: int) -> Any:
+    where = f"{field.group}.{field.key}"
+    if field.kind == "seqs":
+        return _seqs(value, where, message_count)
+    if field.kind == "stats":
+        return _stats(value, where)
+    if field.kind == "boundary":
+        return _boundary(value, where)
+    if field.kind == "pending":
+        return _pending(value, where, message_count)
+    return _scalar(field.kind, value, where, message_count)
+
+
+def _header(state: Any, messages: Sequence[dict[str, Any]]) -> int:
+    """Check version, shape and history; return the snapshot's message count."""
+    if not isinstance(state, dict):
+        raise _refuse(f"a state must be a dict (a snapshot_state() result), got {type(state).__name__}")
+    version = state.get("version")
+    if type(version) is not int or version != STATE_VERSION:
+        raise _refuse(f"unknown state version {version!r} (this module reads version {STATE_VERSION})")
+    expected = set(HEADER_KEYS) | set(GROUPS)
+    if set(state) != expected:
+        missing, extra = sorted(expected - set(state)), sorted(map(str, set(state) - expected))
+        raise _refuse(f"malformed state: missing keys {missing}, unexpected keys {extra}")
+    count, digest = state["message_count"], state["history_digest"]
+    if not _is_count(count) or not isinstance(digest, str) or not digest.startswith(DIGEST_PREFIX):
+        raise _refuse(f"malformed state header: message_count={count!r}, history_digest={digest!r}")
+    if count > len(messages):
+        raise _refuse(f"the state is for a history of {count} messages, but only {len(messages)} are stored")
+    if history_digest(messages[:count]) != digest:
+        raise _refuse(
+            f"the state belongs to a different history (the first {count} stored messages do not match its "
+            "digest); call set_messages() with the history the state was saved with"
+        )
+    return count
+
+
+def validate_snapshot(state: Any, messages: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Check a snapshot completely against ``messages``; return attribute -> value, or raise ValueError.
+
+    The stored history may extend the snapshot's (messages added after it was taken): decisions are
+    keyed by position, and those positions still hold the same messages.
+    """
+    count = _header(state, messages)
+    for group in GROUPS:
+        keys = {field.key for field in FIELDS if field.group == group}
+        section = state[group]
+        if not isinstance(section, dict) or set(section) != keys:
+            got = sorted(map(str, section)) if isinstance(section, dict) else type(section).__name__
+            raise _refuse(f"malformed state: {group} must hold exactly {sorted(keys)}, got {got}")
+    values = {field.attribute: _value(field, state[field.group][field.key], count) for field in FIELDS}
+    if values["_removed_seqs"] & (values["_truncated_seqs"] | values["_stubbed_seqs"]):
+        raise _refuse("malformed state: a removed position is also marked truncated or stubbed")
+    return values
+
+
+def apply_snapshot(manager: Any, values: dict[str, Any]) -> None:
+    """Forget the manager's current decisions and adopt ``values`` (from :func:`validate_snapshot`)."""
+    manager._reset_compaction_state()
+    for attribute, value in values.items():
+        setattr(manager, attribute, value)
+
+
+def state_capability(manager: Any) -> dict[str, Any]:
+    """The ``context.state`` capability offered to hosts: the format version and the two calls."""
+    return {"version": STATE_VERSION, "snapshot": manager.snapshot_state, "restore": manager.restore_state}
