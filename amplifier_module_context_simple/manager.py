@@ -81,7 +81,7 @@ class SimpleContextManager(SummaryMixin):
         summarization_timeout_s: float = _D["summarization_timeout_s"],
         summary_rearm_below: float | None = _D["summary_rearm_below"],
         summary_cooldown_requests: int = _D["summary_cooldown_requests"],
-        summary_min_absorb_tokens: int = _D["summary_min_absorb_tokens"],
+        summary_min_absorb_tokens: int | float = _D["summary_min_absorb_tokens"],
         tool_result_budget_tokens: int | None = _D["tool_result_budget_tokens"],
         tool_result_shape: str = _D["tool_result_shape"],
         tool_result_budget_by_tool: dict[str, int] | None = None,
@@ -470,7 +470,9 @@ class SimpleContextManager(SummaryMixin):
             if not swapped:
                 return system + working
             return await self._finalize_compaction_with_stats(system, working, 0, before, budget, target)
-        required = self._clear_at_least_required(budget)
+        # A summary swap already makes this request a boundary: a further escalation costs no extra
+        # rebuild, and refusing it would leave the swap's changed view without a compaction event.
+        required = 0 if swapped else self._clear_at_least_required(budget)
         if required > 0:
             # Never compacted: the previous view was the history in place (system messages not
             # hoisted), so a refusal must return that order to stay append-only.

@@ -163,6 +163,8 @@ class SummaryMixin:
         floor = self._absorb_floor(self._request_budget()) if min_tokens is None else min_tokens
         live = live_messages(self.messages, self._removed_seqs)
         start, boundary = protected_bounds(live, self.protected_recent)
+        if self._history_tail_open():  # calls in flight: results still to come must not lose their call
+            boundary = min(boundary, max((i for i, m in enumerate(live) if has_tool_calls(m)), default=boundary))
         if boundary <= start:
             return None
         start, end, tokens = select_span(live, self._view_tokens, max(excess_tokens, floor, 1), start, boundary)
@@ -331,8 +333,12 @@ class SummaryMixin:
     def _swap_in_pending_summary(self, non_system: list[Message]) -> tuple[list[Message], bool]:
         """Absorb the pending summary's span (sticky removals) and append the summary at the tail."""
         pending = self._pending_summary
-        if pending is None or self._history_tail_open():
-            return non_system, False  # never append between a tool call and its results
+        # Never append between a tool call and its results, in the history or in this request's
+        # snapshot of it (messages may have arrived while the request awaited a hook).
+        if pending is None or self._history_tail_open() or (non_system and has_tool_calls(non_system[-1])):
+            return non_system, False
+        if self._history_moved_on(non_system):
+            return non_system, False  # appended now, the summary would not sit at this view's tail
         self._pending_summary = None
         absorbed = [m for m in self.messages if seq_of(m) in pending["seqs"] and seq_of(m) not in self._removed_seqs]
         if not absorbed:
@@ -359,6 +365,12 @@ class SummaryMixin:
         self._summary_absorbed_count += len(absorbed)
         self._summary_cooldown_left = self.summary_cooldown_requests
         return [*non_system, summary], True
+
+    def _history_moved_on(self, non_system: list[Message]) -> bool:
+        """Messages were added while this request awaited (a hook, the prompt factory): wait a request."""
+        seen = next((seq_of(m) for m in reversed(non_system) if seq_of(m) is not None), None)
+        latest = next((seq_of(m) for m in reversed(self.messages) if m.get("role") != "system"), None)
+        return seen != latest
 
     def _history_tail_open(self) -> bool:
         """The stored history ends inside a tool-call group (calls sent, results not all in)."""

@@ -318,6 +318,29 @@ async def test_a_summary_waits_while_the_history_ends_inside_a_tool_group() -> N
     assert is_summary(ctx.messages[-1]) and ctx.messages[-2]["role"] == "tool" and view_problems(view) == []
 
 
+@pytest.mark.asyncio
+async def test_a_message_arriving_mid_request_postpones_the_swap_to_the_next_request() -> None:
+    class ArrivingHooks:
+        armed = True
+
+        async def emit(self, name: str, payload: dict[str, Any]) -> None:
+            if name == "context:token_meter" and self.armed:  # the request is awaiting: a message lands
+                self.armed = False
+                await ctx.add_message(stamped(user("arrived during the request")))
+
+    ctx = SimpleContextManager(compaction_strategy="summary", max_tokens=2400, protected_recent=0.0)
+    await small_history(ctx)
+    ctx._hooks = ArrivingHooks()
+    ctx._pending_summary = {"seqs": frozenset({1, 2, 3}), "text": "short summary"}
+    first = await ctx.get_messages_for_request()
+    assert ctx._pending_summary is not None and not any(is_summary(m) for m in first)
+    stats = ctx._last_compaction_stats
+    second = await ctx.get_messages_for_request()
+    assert is_summary(ctx.messages[-1]) and ctx.messages[-2]["content"] == "arrived during the request"
+    assert ctx._last_compaction_stats is not stats  # the swap is a boundary of its own
+    assert [m for m in second if not is_ephemeral(m)][-1]["content"].startswith(ENVELOPE)
+
+
 # ----- the background task -----------------------------------------------------------------------
 
 
@@ -537,3 +560,12 @@ async def test_recommended_levers_never_add_boundaries(name: str) -> None:
     levers = await drive(ctx, messages, Summarizer())
     assert levers.boundaries <= bare.boundaries and levers.boundaries <= progressive.boundaries
     assert bare.boundaries > progressive.boundaries  # the refire loop is real without the levers
+
+
+def test_public_constants() -> None:
+    import amplifier_module_context_simple as module
+
+    assert (module._SUMMARY_ENVELOPE_SOURCE, module._SUMMARY_METADATA_TYPE) == ("context-summary", "context_summary")
+    assert (module.FORK_PREFIX_SOURCE_WIRE, module.FORK_PREFIX_SOURCE_VIEW) == ("wire_record", "module_view")
+    assert module._FORK_BOUNDARY_EXCERPT_CHARS == 300
+    assert ENVELOPE == f'<system-reminder source="{module._SUMMARY_ENVELOPE_SOURCE}">\n'

@@ -1,0 +1,261 @@
+"""Scale benchmark: a 50,000-message session and a single 20 MB tool result.
+
+Session: the shipped transcripts concatenated (first system prompt kept, tool-call ids made unique
+per copy, fixed timestamps) until 50,000 messages. At 1k, 5k, 10k, 25k and 50k messages it times
+``get_messages_for_request`` right after one more message is added (the steady state of a session),
+in two arms: ``fits`` (budget far above the history: no compaction, the cheapest path) and
+``compacting`` (a 150k-token budget: sticky decisions replayed on every request). The first request
+at each checkpoint (a compaction boundary after the bulk add) is reported apart. The slope is a
+least-squares fit of milliseconds against thousands of messages. Memory: ``tracemalloc`` peak of
+building the history and of one request on top of it (a separate pass, since tracing slows calls).
+
+20 MB result: one user turn, one call and a single-line 20 MB result; first and repeated requests
+per token counter, with and without spill, time and tracemalloc peak above the stored history.
+
+Run: ``uv run python -m evaluation.bench_scale`` (``--quick`` stops at 10k; ``--profile`` prints the
+top functions of a 50k compacting request under cProfile). Output also goes to
+``evaluation/out/bench_scale.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import io
+import json
+import logging
+import pstats
+import statistics
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+from amplifier_module_context_simple import SimpleContextManager
+
+ROOT = Path(__file__).resolve().parent.parent
+TRANSCRIPTS = ROOT / "tests" / "data" / "workloads"
+OUT = ROOT / "evaluation" / "out" / "bench_scale.json"
+STAMP = "2026-01-01T00:00:00.000+00:00"
+CHECKPOINTS = (1_000, 5_000, 10_000, 25_000, 50_000)
+TIMED_REQUESTS = 15
+ARMS = {"fits": 10**9, "compacting": 150_000}
+BIG = 20_000_000
+Message = dict[str, Any]
+
+
+def load_sessions() -> list[list[Message]]:
+    paths = sorted(TRANSCRIPTS.glob("*.jsonl"))
+    return [[json.loads(line) for line in p.read_text().splitlines() if line.strip()] for p in paths]
+
+
+def unique_ids(message: Message, tag: str) -> Message:
+    message = {**message, "metadata": {"timestamp": STAMP}}
+    if message.get("tool_calls"):
+        message["tool_calls"] = [{**call, "id": tag + call["id"]} for call in message["tool_calls"]]
+    if message.get("tool_call_id"):
+        message["tool_call_id"] = tag + message["tool_call_id"]
+    return message
+
+
+def build_session(target: int) -> list[Message]:
+    """The shipped transcripts concatenated, one system prompt, unique call ids, ``target`` messages."""
+    sessions = load_sessions()
+    out = [unique_ids(sessions[0][0], "")]
+    copy_no = 0
+    while len(out) < target:
+        for index, session in enumerate(sessions):
+            tag = f"c{copy_no}s{index}-"
+            out += [unique_ids(m, tag) for m in session if m["role"] != "system"]
+        copy_no += 1
+    return out[:target]
+
+
+async def add_range(ctx: SimpleContextManager, messages: list[Message], start: int, stop: int) -> None:
+    for message in messages[start:stop]:
+        await ctx.add_message(message)
+
+
+def slope(points: list[tuple[int, float]]) -> float:
+    """Least-squares slope in ms per 1,000 messages."""
+    xs, ys = [n / 1_000 for n, _ in points], [ms for _, ms in points]
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
+
+
+async def time_arm(messages: list[Message], budget: int, checkpoints: tuple[int, ...]) -> dict[str, Any]:
+    """Per checkpoint: the boundary request after the bulk add, then steady-state requests."""
+    ctx = SimpleContextManager()
+    rows, added = [], 0
+    for n in checkpoints:
+        await add_range(ctx, messages, added, n - TIMED_REQUESTS)
+        added = n - TIMED_REQUESTS
+        start = time.perf_counter()
+        await ctx.get_messages_for_request(token_budget=budget)
+        first_ms = (time.perf_counter() - start) * 1_000
+        timings = []
+        for _ in range(TIMED_REQUESTS):
+            await add_range(ctx, messages, added, added + 1)
+            added += 1
+            start = time.perf_counter()
+            view = await ctx.get_messages_for_request(token_budget=budget)
+            timings.append((time.perf_counter() - start) * 1_000)
+        rows.append(
+            {
+                "messages": n,
+                "view_messages": len(view),
+                "first_request_ms": round(first_ms, 2),
+                "median_ms": round(statistics.median(timings), 3),
+                "p90_ms": round(sorted(timings)[int(len(timings) * 0.9)], 3),
+                "sticky_level": ctx._sticky_level,
+            }
+        )
+    return {"rows": rows, "slope_ms_per_1k": round(slope([(r["messages"], r["median_ms"]) for r in rows]), 4)}
+
+
+async def memory_pass(messages: list[Message], budget: int) -> dict[str, float]:
+    """tracemalloc: the stored history's size, and one request's peak above it (MB)."""
+    tracemalloc.start()
+    ctx = SimpleContextManager()
+    await add_range(ctx, messages, 0, len(messages))
+    history_mb = tracemalloc.get_traced_memory()[0] / 1e6
+    await ctx.get_messages_for_request(token_budget=budget)  # the boundary: builds the count cache
+    settled = tracemalloc.get_traced_memory()[0]
+    tracemalloc.reset_peak()
+    await add_range(ctx, messages[:1], 0, 1)
+    await ctx.get_messages_for_request(token_budget=budget)
+    current, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return {
+        "history_mb": round(history_mb, 1),
+        "after_first_request_mb": round(settled / 1e6, 1),
+        "steady_request_peak_above_mb": round((peak - settled) / 1e6, 2),
+    }
+
+
+def huge_history() -> list[Message]:
+    """A user turn, one call whose result is a single 20 MB line, then three small tool turns."""
+
+    def turn(call_id: str, content: str) -> list[Message]:
+        call = {"id": call_id, "type": "function", "function": {"name": "read_file", "arguments": '{"path": "x"}'}}
+        return [
+            {"role": "assistant", "content": "", "tool_calls": [call], "metadata": {"timestamp": STAMP}},
+            {"role": "tool", "tool_call_id": call_id, "content": content, "metadata": {"timestamp": STAMP}},
+        ]
+
+    messages = [
+        {"role": "system", "content": "You are careful.", "metadata": {"timestamp": STAMP}},
+        {"role": "user", "content": "read the dump, then the three small files", "metadata": {"timestamp": STAMP}},
+    ]
+    messages += turn("big", "x" * (BIG - 8) + "THE-TAIL")
+    for i in range(3):
+        messages += turn(f"small{i}", f"small file {i}")
+    messages.append({"role": "assistant", "content": "The dump is large.", "metadata": {"timestamp": STAMP}})
+    return messages
+
+
+async def huge_arm(options: dict[str, Any], spill: bool) -> dict[str, Any]:
+    """Time and traced peak of the first and of a repeated request holding one 20 MB result."""
+    with tempfile.TemporaryDirectory() as spill_dir:
+        extra = {"tool_result_spill_dir": spill_dir} if spill else {}
+        ctx = SimpleContextManager(tool_result_budget_tokens=2_000, tool_result_shape="head_tail", **options, **extra)
+        for message in huge_history():
+            await ctx.add_message(message)
+        tracemalloc.start()
+        base = tracemalloc.get_traced_memory()[0]
+        start = time.perf_counter()
+        view = await ctx.get_messages_for_request(token_budget=100_000)
+        first_ms = (time.perf_counter() - start) * 1_000
+        first_peak = tracemalloc.get_traced_memory()[1] - base
+        tracemalloc.stop()
+        start = time.perf_counter()
+        await ctx.get_messages_for_request(token_budget=100_000)
+        again_ms = (time.perf_counter() - start) * 1_000
+    result = next((m for m in view if m.get("tool_call_id") == "big"), None)
+    return {
+        "first_ms_traced": round(first_ms, 1),
+        "repeat_ms": round(again_ms, 3),
+        "first_request_peak_above_history_mb": round(first_peak / 1e6, 1),
+        "view_messages": len(view),
+        "result_chars_in_view": None if result is None else len(result["content"]),
+        "spill_failures": ctx.fault_stats.get("spill_write_failures", 0),
+    }
+
+
+async def huge_result() -> dict[str, Any]:
+    # protected_tool_results=3 leaves the big (oldest) result to level 1's truncation; the default 5
+    # protects it from truncation, so the ladder removes its whole group instead (shown for contrast).
+    unprotected = {"protected_tool_results": 3}
+    arms = {
+        "estimate": (unprotected, False),
+        "estimate+spill": (unprotected, True),
+        "content": ({**unprotected, "token_counter": "content"}, False),
+        "estimate, defaults": ({}, False),
+    }
+    return {name: await huge_arm(options, spill) for name, (options, spill) in arms.items()}
+
+
+async def profile_request(messages: list[Message], budget: int) -> str:
+    """cProfile of steady-state requests at the largest size (top functions by own time)."""
+    ctx = SimpleContextManager()
+    await add_range(ctx, messages, 0, len(messages) - 5)
+    await ctx.get_messages_for_request(token_budget=budget)
+    profiler = cProfile.Profile()
+    for index in range(len(messages) - 5, len(messages)):
+        await add_range(ctx, messages, index, index + 1)
+        profiler.enable()
+        await ctx.get_messages_for_request(token_budget=budget)
+        profiler.disable()
+    stream = io.StringIO()
+    pstats.Stats(profiler, stream=stream).sort_stats("tottime").print_stats(14)
+    return stream.getvalue()
+
+
+def print_report(report: dict[str, Any]) -> None:
+    for arm, data in report["session"].items():
+        print(f"\n[{arm}] budget={ARMS[arm]:,}  slope={data['slope_ms_per_1k']} ms per 1k messages")
+        print(f"{'messages':>9} {'view':>7} {'first ms':>9} {'median ms':>10} {'p90 ms':>8} {'level':>6}")
+        for r in data["rows"]:
+            print(
+                f"{r['messages']:>9,} {r['view_messages']:>7,} {r['first_request_ms']:>9} "
+                f"{r['median_ms']:>10} {r['p90_ms']:>8} {r['sticky_level']:>6}"
+            )
+    print("\nmemory (tracemalloc, MB):", json.dumps(report["memory"]))
+    print("\n20 MB single-line tool result:")
+    for name, row in report["huge_result"].items():
+        print(f"  {name:15} {json.dumps(row)}")
+
+
+async def main_async(quick: bool, profile: bool) -> dict[str, Any]:
+    checkpoints = tuple(n for n in CHECKPOINTS if not quick or n <= 10_000)
+    messages = build_session(checkpoints[-1])
+    session = {arm: await time_arm(messages, budget, checkpoints) for arm, budget in ARMS.items()}
+    report = {
+        "session": session,
+        "memory": await memory_pass(messages, ARMS["compacting"]),
+        "huge_result": await huge_result(),
+    }
+    print_report(report)
+    if profile:
+        text = await profile_request(messages, ARMS["compacting"])
+        report["profile"] = text
+        print(f"\ncProfile, {len(messages):,} messages, compacting arm, 5 steady-state requests:\n{text}")
+    return report
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="stop at 10k messages")
+    parser.add_argument("--profile", action="store_true", help="cProfile steady-state requests at the largest size")
+    args = parser.parse_args()
+    logging.getLogger("amplifier_module_context_simple").setLevel(logging.ERROR)
+    report = asyncio.run(main_async(args.quick, args.profile))
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(report, indent=2))
+    print(f"\nwrote {OUT.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
