@@ -50,7 +50,13 @@ ARMS: list[Arm] = [
         {"compaction_strategy": "summary"},
         "scripted deterministic summarizer: a mechanism test, not a quality claim",
     ),
-    Arm("counter_tiktoken", {"token_counter": "tiktoken:o200k_base"}, "module counts with o200k (coming soon)"),
+    Arm(
+        "summary_floor",
+        {"compaction_strategy": "summary", "summary_min_absorb_tokens": 0.55},
+        "summary with the recommended refire lever (span floor 0.55 x budget); scripted summarizer",
+    ),
+    Arm("counter_content", {"token_counter": "content"}, "module sizes with the billable-content counter"),
+    Arm("counter_tiktoken", {"token_counter": "tiktoken:o200k_base"}, "module sizes with exact o200k counts"),
 ]
 
 

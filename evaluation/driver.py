@@ -166,11 +166,19 @@ async def replay_async(arm: Arm, workload: Workload, settings: Settings, counter
         return run
     with _CountWarnings(run):
         await _drive(ctx, provider, workload, run)
+        await _settle(ctx)
     await _cleanup(cleanup)
     run.summary_calls = provider.summary_calls
     p = settings.prices
     run.summary_cost = provider.summary_input_tokens * p.input + provider.summary_output_tokens * p.output
     return run
+
+
+async def _settle(ctx: Any) -> None:
+    """Let a background summary still in flight finish before the loop closes (a real session would)."""
+    task = getattr(ctx, "_summarization_task", None)
+    if isinstance(task, asyncio.Task) and not task.done():
+        await asyncio.wait([task], timeout=5)
 
 
 async def _drive(ctx: Any, provider: SimProvider, workload: Workload, run: Run) -> None:

@@ -129,12 +129,15 @@ async def test_interleaved_adds_and_requests_keep_every_message_and_valid_views(
     seqs = [seq_of(m) for m in ctx.messages]
     assert seqs == sorted(set(seqs)) and len(seqs) == len(ctx.messages)
     assert world.views >= 12
-    # Quiet again: the next two requests agree byte for byte and are valid.
+    # Quiet again: the next request is valid, and the one after extends it unless it is a boundary
+    # (a stale usage anchor keeps escalating in actual/hybrid mode until a new llm:response arrives).
     first = await ctx.get_messages_for_request(token_budget=world.budget, provider=world.provider)
+    compactions = ctx._hooks.events.count("context:compaction")
     second = await ctx.get_messages_for_request(token_budget=world.budget, provider=world.provider)
-    assert view_problems(first) == [] and [m for m in second if not _ephemeral(m)][: len(first)] == [
-        m for m in first if not _ephemeral(m)
-    ]
+    assert view_problems(first) == [] and view_problems(second) == []
+    if ctx._hooks.events.count("context:compaction") == compactions:
+        kept = [m for m in first if not _ephemeral(m)]
+        assert [m for m in second if not _ephemeral(m)][: len(kept)] == kept
 
 
 def _ephemeral(msg: Message) -> bool:

@@ -246,9 +246,7 @@ def test_real_transcript_with_deleted_result_or_call_is_repaired(path: Path) -> 
     view = load(path)
     rng = random.Random(path.stem)
     broken, index = _delete_random(view, rng, lambda m: m["role"] == "tool")
-    assert (
-        view_problems(broken) or index == len(view) - 1
-    )  # only a deleted LAST result can leave a valid view
+    assert view_problems(broken) or index == len(view) - 1  # only a deleted LAST result can leave a valid view
     _, report = repaired(broken)
     assert report.synthetic_results <= 1 and not report.orphans_dropped
     broken, index = _delete_random(view, rng, lambda m: m["role"] == "assistant" and m.get("tool_calls"))
@@ -279,6 +277,4 @@ def test_any_history_repairs_to_a_valid_view(view: list[dict[str, Any]]) -> None
     kept = [m for m in view if m["role"] != "tool"]
     assert [m for m in out if m["role"] != "tool"] == kept  # non-tool messages: all kept, in order
     assert all(any(m is v for v in view) for m in out if m.get("content") != SYNTHETIC_RESULT_TEXT)
-    assert (
-        len(out) == len(view) + report.synthetic_results - report.orphans_dropped - report.duplicates_dropped
-    )
+    assert len(out) == len(view) + report.synthetic_results - report.orphans_dropped - report.duplicates_dropped

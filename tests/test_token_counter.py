@@ -45,9 +45,7 @@ def user(text: Any) -> dict[str, Any]:
 
 def png_message(base64_len: int) -> dict[str, Any]:
     url = "data:image/png;base64," + "iVBORw0KGgo" * (base64_len // 11)
-    return user(
-        [{"type": "text", "text": "Describe the picture."}, {"type": "image_url", "image_url": {"url": url}}]
-    )
+    return user([{"type": "text", "text": "Describe the picture."}, {"type": "image_url", "image_url": {"url": url}}])
 
 
 TOOL_CALL_MESSAGE = {
@@ -164,9 +162,7 @@ def test_other_block_kinds(o200k: Counter) -> None:
         "content": [{"type": "thinking", "thinking": "thinking about it", "signature": "s" * 300}],
     }
     assert o200k(thinking) == MESSAGE_OVERHEAD_TOKENS + 1 + 3
-    nested = user(
-        [{"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text", "text": "hello world"}]}]
-    )
+    nested = user([{"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text", "text": "hello world"}]}])
     assert o200k(nested) == MESSAGE_OVERHEAD_TOKENS + 1 + 2
     amplifier_result = user([{"type": "tool_result", "tool_call_id": "t1", "output": "hello world"}])
     assert o200k(amplifier_result) == o200k(nested)
@@ -215,11 +211,7 @@ def test_unknown_encoding_gives_clear_error() -> None:
     with pytest.raises(ValueError) as info:
         tiktoken_counter("no_such_encoding")
     message = str(info.value)
-    assert (
-        "no_such_encoding" in message
-        and "pip install tiktoken" in message
-        and "TIKTOKEN_CACHE_DIR" in message
-    )
+    assert "no_such_encoding" in message and "pip install tiktoken" in message and "TIKTOKEN_CACHE_DIR" in message
 
 
 def test_missing_tiktoken_gives_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -255,10 +247,7 @@ def test_resolve_callable_is_wrapped_with_its_qualname() -> None:
     counter = resolve_counter(my_counter)
     assert counter.name == "callable:my_counter" and counter(TOOL_RESULT_MESSAGE) == 11
     assert resolve_counter(lambda m: 0)(TOOL_RESULT_MESSAGE) == 0
-    assert (
-        resolve_counter(lambda m: 0).name.startswith("callable:")
-        and "<lambda>" in resolve_counter(lambda m: 0).name
-    )
+    assert resolve_counter(lambda m: 0).name.startswith("callable:") and "<lambda>" in resolve_counter(lambda m: 0).name
 
 
 @pytest.mark.parametrize("bad", [-1, 1.5, True, False, "3", None, [1]])
