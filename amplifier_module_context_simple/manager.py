@@ -20,31 +20,21 @@ from .budget import effective_budget, provider_budget
 from .config import (
     COMPACTION_STRATEGY_SUMMARY,
     DEFAULTS,
-    TOKEN_METER_ACTUAL,
     TOKEN_METER_ESTIMATE,
-    TOKEN_METER_HYBRID,
     normalize_options,
     parse_clear_at_least,
 )
 from .estimate import CountCache, estimate_tokens, seq_of, wire_form
-from .ladder import LadderOps, plan_compaction, protected_tool_indices, stub_user_message
+from .ladder import LadderOps, plan_compaction, protected_tool_indices
 from .notice import notice_message
 from .repair import repair_view
 from .replay import build_replay, is_real_user_message
 from .state import apply_snapshot, build_snapshot, validate_snapshot
 from .summary import SummaryMixin
-from .token_counter import COUNTER_ESTIMATE, resolve_counter
-from .token_meter import (
-    METER_KIND_ESTIMATED,
-    METER_KIND_NONE,
-    METER_KIND_USAGE,
-    measure_hybrid,
-    meter_stats,
-    parse_usage,
-)
-from .tool_pairs import call_names, in_flight_start
-from .tool_results import ToolResultSettings, spill_path, tool_name_of, truncate_tool_result
-from .tool_results import write_spill as _write_spill
+from .token_counter import resolve_counter
+from .token_meter import TokenMeterMixin
+from .tool_pairs import in_flight_start
+from .tool_results import ToolResultMixin
 from .validation import validate_message
 
 logger = logging.getLogger("amplifier_module_context_simple")
@@ -53,7 +43,7 @@ Message = dict[str, Any]
 _D = DEFAULTS
 
 
-class SimpleContextManager(SummaryMixin):
+class SimpleContextManager(TokenMeterMixin, ToolResultMixin, SummaryMixin):
     """In-memory context manager with sticky, cache-friendly, non-destructive compaction."""
 
     def __init__(
@@ -116,12 +106,6 @@ class SimpleContextManager(SummaryMixin):
         self._counts()  # an unusable token_counter fails here, at mount, not mid-session
 
     # ----- state resets ------------------------------------------------------------------------
-
-    def _reset_meter_usage(self) -> None:
-        self._usage_events = 0
-        self._cache_read_total = 0
-        self._cache_write_total = 0
-        self._cache_fields_complete = True
 
     def _reset_compaction_state(self) -> None:
         """Forget every decision about the current history (``set_messages`` and ``clear``)."""
@@ -320,112 +304,6 @@ class SimpleContextManager(SummaryMixin):
         if failed:
             self._fault_counts["provider_info_failures"] += 1
         return budget if budget is not None else self.max_tokens
-
-    def _measure_working_tokens(self, working: list[Message], budget: int | None = None) -> tuple[int, str, int, str]:
-        """Compute all three meters, store the stats; return (count, source, estimate, kind)."""
-        estimated = self._counts().total(working)
-        hybrid = self._measure_hybrid(working, estimated)
-        measured = self._last_measured_prompt_tokens
-        if self.token_meter == TOKEN_METER_ACTUAL and measured is not None:
-            used, source, kind = measured, "measured", METER_KIND_USAGE
-        elif self.token_meter == TOKEN_METER_HYBRID:
-            used, source, kind = hybrid.tokens, "hybrid", hybrid.kind
-        else:
-            used, source = estimated, "estimate"
-            kind = METER_KIND_NONE if not working else METER_KIND_ESTIMATED
-        extras = {
-            "anchor_tokens": measured,
-            "anchor_estimate": self._anchor_estimate,
-            "cache_aggregates": self._cache_aggregates(),
-            "provenance_refusals": self._provenance_refusals,
-            "provenance_overrides": self._provenance_overrides,
-            "anchor_floor_fires": self._anchor_floor_fires,
-        }
-        budget = budget if budget is not None else self.max_tokens
-        self._last_token_meter_stats = meter_stats(
-            self.token_meter, source, kind, used, estimated, measured, hybrid, extras, budget
-        )
-        return used, source, estimated, kind
-
-    def _measure_hybrid(self, working: list[Message], estimated: int | None = None) -> Any:
-        if estimated is None:
-            estimated = self._counts().total(working)
-        hybrid = measure_hybrid(
-            working,
-            estimated,
-            self._last_measured_prompt_tokens,
-            self._anchor_seq,
-            self._anchor_estimate,
-            self._counts().count,
-        )
-        self._last_hybrid_tokens, self._last_hybrid_kind = hybrid.tokens, hybrid.kind
-        self._last_hybrid_anchored = hybrid.anchored_tokens
-        return hybrid
-
-    def _should_compact(self, token_count: int = 0, budget: int = 0, kind: str | None = None) -> bool:
-        """The trigger: usage at or over the threshold; in hybrid mode only on a 'usage' count."""
-        usage = token_count / budget if budget > 0 else 0
-        if usage < self.compact_threshold:
-            return False
-        if self.token_meter != TOKEN_METER_HYBRID or kind is None or kind == METER_KIND_USAGE:
-            return True
-        anchored = self._last_hybrid_anchored
-        if anchored is not None and budget > 0 and anchored / budget >= self.compact_threshold:
-            # The provider's own total (rejected only as a floor, for being below the estimate) already
-            # crosses the threshold: a lower bound over the line is proof, not a guess.
-            self._anchor_floor_fires += 1
-            return True
-        # "No anchor ever arrived" for this history: set_messages() invalidates the anchor (not the reading).
-        no_anchor = self._last_measured_prompt_tokens is None or self._anchor_seq is None
-        if no_anchor and usage >= 1.0:
-            self._provenance_overrides += 1
-            logger.warning("context-simple: compacting on an estimate at %.0f%% of budget (no usage yet)", usage * 100)
-            return True
-        self._provenance_refusals += 1
-        logger.info("context-simple: declined to compact on a count of kind %r", kind)
-        return False
-
-    def _exceeds_threshold(self, estimated: int, budget: int) -> bool:
-        """The escalation gate inside the ladder: measured or hybrid count when trusted, else the estimate."""
-        if budget <= 0:
-            return False
-        measured = self._last_measured_prompt_tokens
-        if self.token_meter == TOKEN_METER_ACTUAL and measured is not None:
-            return measured / budget >= self.compact_threshold
-        if self.token_meter == TOKEN_METER_HYBRID and self._last_hybrid_kind == METER_KIND_USAGE:
-            return (self._last_hybrid_tokens or 0) / budget >= self.compact_threshold
-        return estimated / budget >= self.compact_threshold
-
-    async def _on_llm_response(self, event: str, data: Any) -> Any:
-        """Record the provider's reported prompt occupancy; never raises, never blocks the hook chain."""
-        try:
-            reading = parse_usage(data)
-            if reading is None:
-                self._fault_counts["usage_events_ignored"] += 1
-            else:
-                self._last_measured_prompt_tokens = reading.prompt_tokens
-                self._anchor_seq = self._next_seq
-                self._anchor_estimate = self._last_sent_estimate
-                self._usage_events += 1
-                if reading.cache_read is None or reading.cache_write is None:
-                    self._cache_fields_complete = False
-                else:
-                    self._cache_read_total += reading.cache_read
-                    self._cache_write_total += reading.cache_write
-        except Exception as exc:  # an observer must never fail the provider's turn
-            self._fault_counts["usage_events_ignored"] += 1
-            logger.warning("context-simple: llm:response handler failed: %s", type(exc).__name__)
-        return _continue()
-
-    def _cache_aggregates(self) -> dict[str, int] | None:
-        """Cache totals, or None (undefined) once any usage event lacked the cache fields."""
-        if self._usage_events == 0 or not self._cache_fields_complete:
-            return None
-        return {
-            "events": self._usage_events,
-            "cache_read_tokens": self._cache_read_total,
-            "cache_write_tokens": self._cache_write_total,
-        }
 
     # ----- counting ----------------------------------------------------------------------------
 
@@ -645,73 +523,6 @@ class SimpleContextManager(SummaryMixin):
             view.append(replay)
             self._last_replayed_boundary = boundary
 
-    # ----- tool results and stubs --------------------------------------------------------------
-
-    def _tool_result_settings(self) -> ToolResultSettings:
-        return ToolResultSettings(
-            truncate_chars=self.truncate_chars,
-            budget_tokens=self.tool_result_budget_tokens,
-            shape=self.tool_result_shape,
-            budget_by_tool=tuple(sorted((self.tool_result_budget_by_tool or {}).items())),
-            exempt_tools=frozenset(self.tool_result_exempt_tools or ()),
-            spill_dir=self.tool_result_spill_dir,
-            counter=self._budget_counter(),
-        )
-
-    def _budget_counter(self) -> Any:
-        """The counter token budgets are measured with; None keeps the estimator's 4 chars per token."""
-        counter = self._counts().counter
-        return None if getattr(counter, "name", COUNTER_ESTIMATE) == COUNTER_ESTIMATE else counter
-
-    def _harvest_tool_names(self, message: Message) -> None:
-        if message.get("role") == "assistant" and message.get("tool_calls"):
-            self._tool_name_by_call_id.update(call_names(message))
-
-    def _truncate_tool_result(self, message: Message) -> Message:
-        """The truncated form of a tool result (cached per ``_seq`` and settings), or the message itself."""
-        settings = self._tool_result_settings()
-        return self._derive(message, "truncated", settings, lambda: self._make_truncated(message, settings))
-
-    def _make_truncated(self, message: Message, settings: ToolResultSettings) -> Message:
-        name = tool_name_of(message, self._tool_name_by_call_id)
-        content = message.get("content")
-        spill_file = None
-        if settings.spill_dir and isinstance(content, str):
-            spill_file = spill_path(settings.spill_dir, seq_of(message), content)
-        truncated = truncate_tool_result(message, settings, name, spill_file)
-        if truncated is not message and spill_file is not None:
-            self._spill(spill_file, content)  # the pointer does not depend on the write succeeding
-        return truncated
-
-    def _spill(self, path: str, content: str) -> None:
-        """Write the full result once; a failure is logged and counted, the pointer stays the same."""
-        if path in self._spilled_paths:
-            return
-        try:
-            _write_spill(path, content)
-            self._spilled_paths.add(path)
-        except (OSError, ValueError) as exc:  # ValueError: a path the OS cannot take (NUL, bad encoding)
-            self._fault_counts["spill_write_failures"] += 1
-            logger.warning("context-simple: spill write failed for %s: %s", path, exc)
-
-    def _stub_user_message(self, message: Message) -> Message:
-        content = message.get("content")
-        if not isinstance(content, str):
-            return message
-        return self._derive(message, "stubbed", None, lambda: stub_user_message(message))
-
-    def _derive(self, message: Message, kind: str, settings: Any, make: Callable[[], Message]) -> Message:
-        """Memoize a rewrite of a stored message by (``_seq``, kind) while source and settings hold."""
-        seq = seq_of(message)
-        if seq is None:
-            return make()
-        entry = self._derived.get((seq, kind))
-        if entry is not None and entry[0] is message and entry[1] == settings:
-            return entry[2]
-        derived = make()
-        self._derived[(seq, kind)] = (message, settings, derived)
-        return derived
-
     # ----- helpers callers rely on -------------------------------------------------------------
 
     @staticmethod
@@ -740,11 +551,3 @@ class SimpleContextManager(SummaryMixin):
 def _is_hook_message(message: Message) -> bool:
     metadata = message.get("metadata")
     return isinstance(metadata, dict) and metadata.get("source") == "hook"
-
-
-def _continue() -> Any:
-    try:
-        from amplifier_core.models import HookResult
-    except ImportError:  # the host provides amplifier-core; without it, None also means continue
-        return None
-    return HookResult(action="continue")

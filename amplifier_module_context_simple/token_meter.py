@@ -7,12 +7,17 @@ total, 'estimated' when it is the heuristic, 'none' when there was nothing to co
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .config import TOKEN_METER_ACTUAL, TOKEN_METER_HYBRID
 from .estimate import seq_of
+
+logger = logging.getLogger("amplifier_module_context_simple")
+Message = dict[str, Any]
 
 METER_KIND_USAGE = "usage"
 METER_KIND_ESTIMATED = "estimated"
@@ -140,3 +145,127 @@ def meter_stats(
         "budget": budget,
         "ratio": used / budget if budget > 0 else None,
     }
+
+
+class TokenMeterMixin:
+    """The meter's state-touching methods of SimpleContextManager (its state lives on the manager)."""
+
+    def _reset_meter_usage(self) -> None:
+        self._usage_events = 0
+        self._cache_read_total = 0
+        self._cache_write_total = 0
+        self._cache_fields_complete = True
+
+    def _measure_working_tokens(self, working: list[Message], budget: int | None = None) -> tuple[int, str, int, str]:
+        """Compute all three meters, store the stats; return (count, source, estimate, kind)."""
+        estimated = self._counts().total(working)
+        hybrid = self._measure_hybrid(working, estimated)
+        measured = self._last_measured_prompt_tokens
+        if self.token_meter == TOKEN_METER_ACTUAL and measured is not None:
+            used, source, kind = measured, "measured", METER_KIND_USAGE
+        elif self.token_meter == TOKEN_METER_HYBRID:
+            used, source, kind = hybrid.tokens, "hybrid", hybrid.kind
+        else:
+            used, source = estimated, "estimate"
+            kind = METER_KIND_NONE if not working else METER_KIND_ESTIMATED
+        extras = {
+            "anchor_tokens": measured,
+            "anchor_estimate": self._anchor_estimate,
+            "cache_aggregates": self._cache_aggregates(),
+            "provenance_refusals": self._provenance_refusals,
+            "provenance_overrides": self._provenance_overrides,
+            "anchor_floor_fires": self._anchor_floor_fires,
+        }
+        budget = budget if budget is not None else self.max_tokens
+        self._last_token_meter_stats = meter_stats(
+            self.token_meter, source, kind, used, estimated, measured, hybrid, extras, budget
+        )
+        return used, source, estimated, kind
+
+    def _measure_hybrid(self, working: list[Message], estimated: int | None = None) -> Any:
+        if estimated is None:
+            estimated = self._counts().total(working)
+        hybrid = measure_hybrid(
+            working,
+            estimated,
+            self._last_measured_prompt_tokens,
+            self._anchor_seq,
+            self._anchor_estimate,
+            self._counts().count,
+        )
+        self._last_hybrid_tokens, self._last_hybrid_kind = hybrid.tokens, hybrid.kind
+        self._last_hybrid_anchored = hybrid.anchored_tokens
+        return hybrid
+
+    def _should_compact(self, token_count: int = 0, budget: int = 0, kind: str | None = None) -> bool:
+        """The trigger: usage at or over the threshold; in hybrid mode only on a 'usage' count."""
+        usage = token_count / budget if budget > 0 else 0
+        if usage < self.compact_threshold:
+            return False
+        if self.token_meter != TOKEN_METER_HYBRID or kind is None or kind == METER_KIND_USAGE:
+            return True
+        anchored = self._last_hybrid_anchored
+        if anchored is not None and budget > 0 and anchored / budget >= self.compact_threshold:
+            # The provider's own total (rejected only as a floor, for being below the estimate) already
+            # crosses the threshold: a lower bound over the line is proof, not a guess.
+            self._anchor_floor_fires += 1
+            return True
+        # "No anchor ever arrived" for this history: set_messages() invalidates the anchor (not the reading).
+        no_anchor = self._last_measured_prompt_tokens is None or self._anchor_seq is None
+        if no_anchor and usage >= 1.0:
+            self._provenance_overrides += 1
+            logger.warning("context-simple: compacting on an estimate at %.0f%% of budget (no usage yet)", usage * 100)
+            return True
+        self._provenance_refusals += 1
+        logger.info("context-simple: declined to compact on a count of kind %r", kind)
+        return False
+
+    def _exceeds_threshold(self, estimated: int, budget: int) -> bool:
+        """The escalation gate inside the ladder: measured or hybrid count when trusted, else the estimate."""
+        if budget <= 0:
+            return False
+        measured = self._last_measured_prompt_tokens
+        if self.token_meter == TOKEN_METER_ACTUAL and measured is not None:
+            return measured / budget >= self.compact_threshold
+        if self.token_meter == TOKEN_METER_HYBRID and self._last_hybrid_kind == METER_KIND_USAGE:
+            return (self._last_hybrid_tokens or 0) / budget >= self.compact_threshold
+        return estimated / budget >= self.compact_threshold
+
+    async def _on_llm_response(self, event: str, data: Any) -> Any:
+        """Record the provider's reported prompt occupancy; never raises, never blocks the hook chain."""
+        try:
+            reading = parse_usage(data)
+            if reading is None:
+                self._fault_counts["usage_events_ignored"] += 1
+            else:
+                self._last_measured_prompt_tokens = reading.prompt_tokens
+                self._anchor_seq = self._next_seq
+                self._anchor_estimate = self._last_sent_estimate
+                self._usage_events += 1
+                if reading.cache_read is None or reading.cache_write is None:
+                    self._cache_fields_complete = False
+                else:
+                    self._cache_read_total += reading.cache_read
+                    self._cache_write_total += reading.cache_write
+        except Exception as exc:  # an observer must never fail the provider's turn
+            self._fault_counts["usage_events_ignored"] += 1
+            logger.warning("context-simple: llm:response handler failed: %s", type(exc).__name__)
+        return _continue()
+
+    def _cache_aggregates(self) -> dict[str, int] | None:
+        """Cache totals, or None (undefined) once any usage event lacked the cache fields."""
+        if self._usage_events == 0 or not self._cache_fields_complete:
+            return None
+        return {
+            "events": self._usage_events,
+            "cache_read_tokens": self._cache_read_total,
+            "cache_write_tokens": self._cache_write_total,
+        }
+
+
+def _continue() -> Any:
+    try:
+        from amplifier_core.models import HookResult
+    except ImportError:  # the host provides amplifier-core; without it, None also means continue
+        return None
+    return HookResult(action="continue")

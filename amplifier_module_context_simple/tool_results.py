@@ -17,6 +17,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from .config import TOOL_RESULT_SHAPE_HEAD, TOOL_RESULT_SHAPE_HEAD_TAIL
+from .estimate import seq_of
+from .ladder import stub_user_message
+from .token_counter import COUNTER_ESTIMATE
+from .tool_pairs import call_names
+
+Message = dict[str, Any]
 
 logger = logging.getLogger("amplifier_module_context_simple")
 
@@ -191,3 +197,72 @@ def write_spill(path: str, content: str) -> None:
             raise
     finally:
         os.close(dir_fd)
+
+
+class ToolResultMixin:
+    """Tool-result and stub rewrites of SimpleContextManager, memoized per ``_seq`` (state on the manager)."""
+
+    def _tool_result_settings(self) -> ToolResultSettings:
+        return ToolResultSettings(
+            truncate_chars=self.truncate_chars,
+            budget_tokens=self.tool_result_budget_tokens,
+            shape=self.tool_result_shape,
+            budget_by_tool=tuple(sorted((self.tool_result_budget_by_tool or {}).items())),
+            exempt_tools=frozenset(self.tool_result_exempt_tools or ()),
+            spill_dir=self.tool_result_spill_dir,
+            counter=self._budget_counter(),
+        )
+
+    def _budget_counter(self) -> Any:
+        """The counter token budgets are measured with; None keeps the estimator's 4 chars per token."""
+        counter = self._counts().counter
+        return None if getattr(counter, "name", COUNTER_ESTIMATE) == COUNTER_ESTIMATE else counter
+
+    def _harvest_tool_names(self, message: Message) -> None:
+        if message.get("role") == "assistant" and message.get("tool_calls"):
+            self._tool_name_by_call_id.update(call_names(message))
+
+    def _truncate_tool_result(self, message: Message) -> Message:
+        """The truncated form of a tool result (cached per ``_seq`` and settings), or the message itself."""
+        settings = self._tool_result_settings()
+        return self._derive(message, "truncated", settings, lambda: self._make_truncated(message, settings))
+
+    def _make_truncated(self, message: Message, settings: ToolResultSettings) -> Message:
+        name = tool_name_of(message, self._tool_name_by_call_id)
+        content = message.get("content")
+        spill_file = None
+        if settings.spill_dir and isinstance(content, str):
+            spill_file = spill_path(settings.spill_dir, seq_of(message), content)
+        truncated = truncate_tool_result(message, settings, name, spill_file)
+        if truncated is not message and spill_file is not None:
+            self._spill(spill_file, content)  # the pointer does not depend on the write succeeding
+        return truncated
+
+    def _spill(self, path: str, content: str) -> None:
+        """Write the full result once; a failure is logged and counted, the pointer stays the same."""
+        if path in self._spilled_paths:
+            return
+        try:
+            write_spill(path, content)
+            self._spilled_paths.add(path)
+        except (OSError, ValueError) as exc:  # ValueError: a path the OS cannot take (NUL, bad encoding)
+            self._fault_counts["spill_write_failures"] += 1
+            logger.warning("context-simple: spill write failed for %s: %s", path, exc)
+
+    def _stub_user_message(self, message: Message) -> Message:
+        content = message.get("content")
+        if not isinstance(content, str):
+            return message
+        return self._derive(message, "stubbed", None, lambda: stub_user_message(message))
+
+    def _derive(self, message: Message, kind: str, settings: Any, make: Callable[[], Message]) -> Message:
+        """Memoize a rewrite of a stored message by (``_seq``, kind) while source and settings hold."""
+        seq = seq_of(message)
+        if seq is None:
+            return make()
+        entry = self._derived.get((seq, kind))
+        if entry is not None and entry[0] is message and entry[1] == settings:
+            return entry[2]
+        derived = make()
+        self._derived[(seq, kind)] = (message, settings, derived)
+        return derived
