@@ -27,7 +27,7 @@ from .config import (
 from .estimate import CountCache, estimate_tokens, seq_of, wire_form
 from .ladder import LadderOps, plan_compaction, protected_tool_indices
 from .notice import notice_message
-from .repair import repair_view
+from .repair import repair_view, scan_clean
 from .replay import build_replay, is_real_user_message
 from .state import apply_snapshot, build_snapshot, validate_snapshot
 from .summary import SummaryMixin
@@ -128,6 +128,7 @@ class SimpleContextManager(TokenMeterMixin, ToolResultMixin, SummaryMixin):
         self._provenance_overrides = 0
         self._anchor_floor_fires = 0
         self._derived.clear()
+        self._clean_upto: tuple[int, Message] | None = None  # (length, last message) known clean
         if self._count_cache is not None:
             self._count_cache.clear()
         self._reset_summary_state()
@@ -260,6 +261,16 @@ class SimpleContextManager(TokenMeterMixin, ToolResultMixin, SummaryMixin):
         return prompt
 
     def _repair(self, working: list[Message]) -> list[Message]:
+        """The view repaired for the provider; only messages added since the last clean scan are read."""
+        start = 0
+        if self._clean_upto is not None:
+            length, last = self._clean_upto
+            if length <= len(working) and working[length - 1] is last:
+                start = length
+        clean, resume = scan_clean(working, start)
+        self._clean_upto = (resume, working[resume - 1]) if resume > 0 else None
+        if clean:
+            return working
         repaired, report = repair_view(working)
         if repaired is working:
             return working

@@ -88,31 +88,37 @@ class _Scan:
             self.out.append(message)
 
 
-def _is_clean(messages: list[dict[str, Any]]) -> bool:
-    """Fast check for the common case (runs before every request): nothing to repair.
+def scan_clean(messages: list[dict[str, Any]], start: int = 0) -> tuple[bool, int]:
+    """Fast check for the common case (runs before every request): is ``messages[start:]`` clean?
 
-    Conservative: any irregularity, including a call without an id, sends the view to the full scan.
+    ``start`` must be a group boundary of an already-clean prefix. Returns (clean, resume): ``resume``
+    is the last group boundary up to which the list is known clean, so the next request of an
+    append-only history only scans what was added. Conservative: any irregularity, including a call
+    without an id, means "not clean" and sends the view to the full repair scan.
     """
     open_ids: set[str] | None = None
-    group_start = -1
-    for index, message in enumerate(messages):
+    group_start = boundary = start
+    for index in range(start, len(messages)):
+        message = messages[index]
         role = message.get("role")
         if role == "tool":
             call_id = message.get("tool_call_id")
             if open_ids is None or call_id not in open_ids:
-                return False
+                return False, boundary
             open_ids.remove(call_id)
             continue
         if open_ids:
-            return False
-        open_ids = None
+            return False, boundary
+        open_ids, boundary = None, index
         if role == "assistant" and message.get("tool_calls"):
             calls = message["tool_calls"]
             ids = {call.get("id") for call in calls if isinstance(call, dict)}
             if len(ids) != len(calls) or not all(isinstance(i, str) and i for i in ids):
-                return False
+                return False, boundary
             open_ids, group_start = ids, index
-    return not open_ids or group_start == len(messages) - 1
+    if not open_ids:
+        return True, len(messages)
+    return group_start == len(messages) - 1, group_start
 
 
 def repair_view(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], RepairReport]:
@@ -122,7 +128,7 @@ def repair_view(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], R
     results are left out. A trailing assistant (the last message) keeps its unanswered calls: the
     orchestrator is about to run them.
     """
-    if _is_clean(messages):
+    if scan_clean(messages)[0]:
         return messages, RepairReport()
     scan = _Scan()
     group_start = -1  # index of the open group's assistant, -1 when no group is open

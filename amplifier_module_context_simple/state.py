@@ -72,6 +72,7 @@ GROUPS: tuple[str, ...] = tuple(dict.fromkeys(field.group for field in FIELDS))
 # Manager attributes deliberately NOT in a snapshot, and why (tests check every attribute is classified).
 NOT_SAVED: dict[str, str] = {
     "_hooks": "the host's hook registry",
+    "_clean_upto": "a cache of how far the history is known clean for the provider, rebuilt on demand",
     "messages": "the history itself: restored by set_messages()",
     "_next_seq": "re-stamped by set_messages()",
     "_tool_name_by_call_id": "derived from the history by set_messages()",
