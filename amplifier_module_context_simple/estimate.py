@@ -53,7 +53,8 @@ class CountCache:
         self.counter = counter
         self._stored: dict[int, tuple[dict[str, Any], int]] = {}
         self._rewritten: dict[int, tuple[dict[str, Any], int]] = {}
-        self._last_total: tuple[tuple[int, ...], list[dict[str, Any]], int] | None = None
+        self._last_total: tuple[list[dict[str, Any]], int, dict[str, Any], int] | None = None
+        self._history_total: tuple[dict[str, Any], int, dict[str, Any], int] | None = None
 
     def count(self, message: dict[str, Any]) -> int:
         metadata = message.get("metadata")
@@ -69,20 +70,36 @@ class CountCache:
         return value
 
     def total(self, messages: Iterable[dict[str, Any]]) -> int:
-        """Sum of counts. One request totals the same working list several times (meter, ladder,
-        stats), so the last list's total is remembered while it is the same, unchanged list."""
-        if isinstance(messages, list) and messages:
-            key = (id(messages), len(messages), id(messages[0]), id(messages[-1]))
-            if self._last_total is not None and self._last_total[0] == key and self._last_total[1] is messages:
-                return self._last_total[2]
-            count = self.count
-            value = sum(count(m) for m in messages)
-            self._last_total = (key, messages, value)
-            return value
-        count = self.count
-        return sum(count(m) for m in messages)
+        """Sum of counts. One request totals the same list several times (meter, ladder, stats), so
+        the last list's total is kept while it is the very same, unchanged-length list."""
+        if not isinstance(messages, list) or not messages:
+            return sum(self.count(m) for m in messages)
+        memo = self._last_total
+        if memo is not None and memo[0] is messages and memo[1] == len(messages) and memo[2] is messages[-1]:
+            return memo[3]
+        value = sum(self.count(m) for m in messages)
+        self._last_total = (messages, len(messages), messages[-1], value)
+        return value
+
+    def total_extending(self, messages: list[dict[str, Any]]) -> int:
+        """Total of a list built from the append-only history: when it extends the list totalled last
+        time (same first message, same message at the old end), only the new tail is counted, so the
+        meter's cost per request does not grow with the session. Only for such lists: a list whose
+        middle was rewritten in place would fool the check."""
+        start, value = 0, 0
+        memo = self._history_total
+        if messages and memo is not None:
+            first, length, last, known = memo
+            if first is messages[0] and length <= len(messages) and messages[length - 1] is last:
+                start, value = length, known
+        value += sum(self.count(m) for m in messages[start:])
+        if messages:
+            self._history_total = (messages[0], len(messages), messages[-1], value)
+            self._last_total = (messages, len(messages), messages[-1], value)
+        return value
 
     def clear(self) -> None:
         self._stored.clear()
         self._rewritten.clear()
         self._last_total = None
+        self._history_total = None

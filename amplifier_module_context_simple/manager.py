@@ -217,9 +217,10 @@ class SimpleContextManager(TokenMeterMixin, ToolResultMixin, SummaryMixin):
         if self.compaction_strategy == COMPACTION_STRATEGY_SUMMARY:
             self._maybe_trigger_summary_compaction(token_count, budget)
         fire = self._should_compact(token_count, budget, kind)
-        # A measured count describes the last (compacted) view, not the raw history: once decisions
-        # exist, keep applying them even when that count is under the threshold.
-        keep_sticky = self.token_meter != TOKEN_METER_ESTIMATE and self._has_sticky_state()
+        # A measured count describes the last (compacted) view, not the raw history: once a compaction
+        # happened, keep its view (decisions, system messages in front) even when that count is low.
+        compacted_before = self._has_sticky_state() or self._last_compaction_stats is not None
+        keep_sticky = self.token_meter != TOKEN_METER_ESTIMATE and compacted_before
         if not (fire or keep_sticky):
             return self._finalize_view(working)
         self._escalation_allowed = fire
@@ -346,8 +347,10 @@ class SimpleContextManager(TokenMeterMixin, ToolResultMixin, SummaryMixin):
         source = list(self.messages) if source_messages is None else source_messages
         counts = self._counts()
         before = (counts.total(source), len(source))
-        system = [m for m in source if m.get("role") == "system"]
-        non_system = [m for m in source if m.get("role") != "system"]
+        system: list[Message] = []
+        non_system: list[Message] = []
+        for message in source:
+            (system if message.get("role") == "system" else non_system).append(message)
         swapped = False
         if self.compaction_strategy == COMPACTION_STRATEGY_SUMMARY and self._pending_summary is not None:
             non_system, swapped = self._swap_in_pending_summary(non_system)
@@ -407,17 +410,18 @@ class SimpleContextManager(TokenMeterMixin, ToolResultMixin, SummaryMixin):
         working = []
         dropping = False  # the last stored message was removed: its repair-made results go with it
         for message in non_system:
-            seq = seq_of(message)
+            metadata = message.get("metadata")  # seq_of, inlined: this loop runs over the whole history
+            seq = metadata.get("_seq") if type(metadata) is dict else None
             if seq is None:
-                if dropping and message.get("role") == "tool":
-                    continue
-            else:
-                dropping = seq in removed
-            if seq is not None and seq in removed:
+                if not (dropping and message.get("role") == "tool"):
+                    working.append(message)
                 continue
-            if seq is not None and seq in truncated:
+            dropping = seq in removed
+            if dropping:
+                continue
+            if seq in truncated:
                 message = self._truncate_tool_result(message)
-            elif seq is not None and seq in stubbed:
+            elif seq in stubbed:
                 message = self._stub_user_message(message)
             working.append(message)
         return working

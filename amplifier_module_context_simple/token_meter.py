@@ -158,7 +158,7 @@ class TokenMeterMixin:
 
     def _measure_working_tokens(self, working: list[Message], budget: int | None = None) -> tuple[int, str, int, str]:
         """Compute all three meters, store the stats; return (count, source, estimate, kind)."""
-        estimated = self._counts().total(working)
+        estimated = self._counts().total_extending(working)
         hybrid = self._measure_hybrid(working, estimated)
         measured = self._last_measured_prompt_tokens
         if self.token_meter == TOKEN_METER_ACTUAL and measured is not None:

@@ -549,8 +549,9 @@ REGRESSIONS = json.loads((Path(__file__).parent / "data" / "property_regressions
 def with_regressions(test: Any) -> Any:
     for case in REGRESSIONS:
         cfg, budget = case["cfg"], tuple(case["budget"])
-        factory = cfg["compaction_strategy"] == "summary"
-        test = example(cfg=cfg, budget=budget, factory=factory, ops=case["ops"], factor=2.5)(test)
+        factory = case.get("factory", cfg["compaction_strategy"] == "summary")
+        factor = case.get("factor", 2.5)
+        test = example(cfg=cfg, budget=budget, factory=factory, ops=case["ops"], factor=factor)(test)
     return test
 
 
