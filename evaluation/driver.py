@@ -193,6 +193,9 @@ async def _drive(ctx: Any, provider: SimProvider, workload: Workload, run: Run) 
             prev = await _request(ctx, provider, msg, req, prev, run, workload, originals, digest)
             for _ in range(YIELDS_AFTER_REQUEST):
                 await asyncio.sleep(0)
+            # A summary started by this request finishes before the next one: the provider's hook
+            # emit crosses threads, so a fixed number of yields would make the run nondeterministic.
+            await _settle(ctx)
         await ctx.add_message(frozen(msg, i))
         text = view_text([msg])
         due += [name for name, fact in workload.facts.items() if fact in text and name not in due]
