@@ -11,14 +11,14 @@ the window and billed input cost; then boundaries per transcript. Run from the r
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
+from evaluation.tokens import ensure_tiktoken_cache_dir
+
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS = ROOT / "tests" / "data" / "workloads"
-CACHE_DIR = ROOT / "tests" / "data" / "tiktoken_cache"
 COUNTERS = ("estimate", "content", "tiktoken:o200k_base")
 
 
@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workload", default=str(WORKLOADS), help="a .jsonl transcript or a folder of them")
     parser.add_argument("--per-transcript", action="store_true", help="also print boundaries per transcript")
     args = parser.parse_args(argv)
-    os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(CACHE_DIR))  # offline: the repository's copy of o200k
+    ensure_tiktoken_cache_dir()  # offline: the repository's copy of o200k
     from .tokens import TokenCounter
     from .workloads import load_path
 

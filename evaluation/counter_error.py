@@ -8,15 +8,15 @@ message-level |ratio - 1|. Run from the repository root: ``uv run python -m eval
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import time
 from pathlib import Path
 from typing import Any
 
+from evaluation.tokens import ensure_tiktoken_cache_dir
+
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS = ROOT / "tests" / "data" / "workloads"
-CACHE_DIR = ROOT / "tests" / "data" / "tiktoken_cache"
 
 
 def load_sessions() -> dict[str, list[dict[str, Any]]]:
@@ -47,8 +47,7 @@ def measure(counter: Any, sessions: dict[str, list[dict[str, Any]]], truth: dict
 
 def main() -> None:
     """Print the error table for the estimate and content counters."""
-    if not os.environ.get("TIKTOKEN_CACHE_DIR"):  # offline machines: use the repository copy of o200k
-        os.environ["TIKTOKEN_CACHE_DIR"] = str(CACHE_DIR)
+    ensure_tiktoken_cache_dir()  # offline machines: the repository's copy of o200k
     from amplifier_module_context_simple.token_counter import resolve_counter
 
     sessions = load_sessions()

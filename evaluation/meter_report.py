@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import statistics
 import sys
 from collections.abc import Callable
@@ -24,9 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evaluation.tokens import ensure_tiktoken_cache_dir
+
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS = ROOT / "tests" / "data" / "workloads"
-CACHE_DIR = ROOT / "tests" / "data" / "tiktoken_cache"
 # Varied on purpose: the estimator under-counts the first (long prose), is near right on the second
 # (short airline turns) and over-counts the third (code and tool output) against o200k.
 TRANSCRIPTS = (
@@ -46,8 +46,7 @@ Message = dict[str, Any]
 
 def true_counter() -> Callable[[Message], int]:
     """Exact o200k tokens of a message's billable parts, memoized by those parts."""
-    if not os.environ.get("TIKTOKEN_CACHE_DIR"):  # offline: the repository's copy of o200k
-        os.environ["TIKTOKEN_CACHE_DIR"] = str(CACHE_DIR)
+    ensure_tiktoken_cache_dir()  # offline: the repository's copy of o200k
     from amplifier_module_context_simple.token_counter import tiktoken_counter
 
     counter = tiktoken_counter("o200k_base")

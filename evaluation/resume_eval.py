@@ -14,14 +14,14 @@ import argparse
 import asyncio
 import json
 import logging
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evaluation.tokens import ensure_tiktoken_cache_dir
+
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS = ROOT / "tests" / "data" / "workloads"
-CACHE_DIR = ROOT / "tests" / "data" / "tiktoken_cache"
 CONFIGS: dict[str, dict[str, Any]] = {
     "default": {},
     "hybrid meter": {"token_meter": "hybrid"},
@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workload", default=str(WORKLOADS), help="a .jsonl transcript or a folder of them")
     parser.add_argument("--per-transcript", action="store_true")
     args = parser.parse_args(argv)
-    os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(CACHE_DIR))
+    ensure_tiktoken_cache_dir()
     logging.getLogger("amplifier_module_context_simple").setLevel(logging.ERROR)  # over-budget warnings: noise here
     from .tokens import TokenCounter
     from .workloads import load_path

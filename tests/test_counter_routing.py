@@ -33,7 +33,7 @@ from tests.conftest import (
     user,
 )
 
-TIKTOKEN_CACHE = Path(__file__).resolve().parent / "data" / "tiktoken_cache"
+TIKTOKEN_CACHE = Path(__file__).resolve().parent.parent / "evaluation" / "tiktoken_cache"
 IMAGE_BYTES = 1_000_000
 BUDGET = 20_000
 

@@ -24,7 +24,7 @@ from amplifier_module_context_simple.token_counter import (
 )
 
 DATA = Path(__file__).resolve().parent / "data"
-TIKTOKEN_CACHE = DATA / "tiktoken_cache"
+TIKTOKEN_CACHE = Path(__file__).resolve().parent.parent / "evaluation" / "tiktoken_cache"
 O200K = "o200k_base"
 
 
