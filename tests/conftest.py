@@ -292,3 +292,19 @@ class EventLog:
 
     def of(self, event: str) -> list[dict[str, Any]]:
         return [data for name, data in self.seen if name == event]
+
+
+class Recorder:
+    """A hooks stand-in that records every emitted event (for managers built without amplifier-core)."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, dict[str, Any]]] = []
+
+    async def emit(self, name: str, payload: dict[str, Any]) -> None:
+        self.events.append((name, payload))
+
+    def named(self, name: str) -> list[dict[str, Any]]:
+        return [p for n, p in self.events if n == name]
+
+    def count(self, name: str) -> int:
+        return len(self.named(name))

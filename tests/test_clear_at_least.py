@@ -20,6 +20,7 @@ import pytest
 from amplifier_module_context_simple import SimpleContextManager, mount
 from amplifier_module_context_simple.config import parse_clear_at_least, parse_config
 from amplifier_module_context_simple.repair import view_problems
+from tests.conftest import Recorder
 
 WORKLOADS = Path(__file__).resolve().parent / "data" / "workloads"
 TS = "2025-01-01T00:00:00.000+00:00"
@@ -39,19 +40,6 @@ SKIPPED_KEYS = {
 }
 
 Message = dict[str, Any]
-
-
-class Recorder:
-    """A hooks stand-in that records every emitted event."""
-
-    def __init__(self) -> None:
-        self.events: list[tuple[str, dict[str, Any]]] = []
-
-    async def emit(self, name: str, payload: dict[str, Any]) -> None:
-        self.events.append((name, payload))
-
-    def named(self, name: str) -> list[dict[str, Any]]:
-        return [p for n, p in self.events if n == name]
 
 
 def stamped(message: Message) -> Message:

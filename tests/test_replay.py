@@ -16,6 +16,7 @@ import pytest
 from amplifier_module_context_simple import SimpleContextManager, _is_real_user_message
 from amplifier_module_context_simple.repair import view_problems
 from amplifier_module_context_simple.replay import is_real_user_message
+from tests.conftest import Recorder
 
 WORKLOADS = Path(__file__).resolve().parent / "data" / "workloads"
 # Smaller real sessions: the whole file replays in well under a second.
@@ -35,19 +36,6 @@ PREAMBLE = (
 INSTRUCTION = "Please refactor the parser so that it never reads the same file twice, and keep the tests green."
 
 Message = dict[str, Any]
-
-
-class Recorder:
-    """A hooks stand-in that records every emitted event."""
-
-    def __init__(self) -> None:
-        self.events: list[tuple[str, dict[str, Any]]] = []
-
-    async def emit(self, name: str, payload: dict[str, Any]) -> None:
-        self.events.append((name, payload))
-
-    def count(self, name: str) -> int:
-        return sum(1 for n, _ in self.events if n == name)
 
 
 def stamped(message: Message) -> Message:
