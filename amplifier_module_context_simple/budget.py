@@ -49,17 +49,24 @@ def _from_provider_info(provider: Any, reserve_fraction: float) -> int | None:
 
 
 def provider_budget(provider: Any, reserve_fraction: float) -> tuple[int | None, bool]:
-    """Budget the provider reports, and whether asking it raised (so the caller can count it)."""
+    """Budget the provider reports, and whether asking it raised (so the caller can count it).
+
+    ``get_model_info()`` first, then ``get_info().defaults``; a source that raises or reports
+    unusable numbers (None, zeros, strings) is skipped, never fatal.
+    """
     if provider is None:
         return None, False
-    try:
-        budget = _from_model_info(provider, reserve_fraction)
-        if budget is None:
-            budget = _from_provider_info(provider, reserve_fraction)
-        return budget, False
-    except Exception as exc:  # a provider's info is optional: any failure falls back
-        logger.warning("context-simple: provider budget info failed (%s); using max_tokens", type(exc).__name__)
-        return None, True
+    failed = False
+    for source in (_from_model_info, _from_provider_info):
+        try:
+            budget = source(provider, reserve_fraction)
+        except Exception as exc:  # a provider's info is optional: any failure falls back
+            logger.warning("context-simple: provider budget info failed (%s)", type(exc).__name__)
+            failed = True
+            continue
+        if budget is not None:
+            return budget, failed
+    return None, failed
 
 
 def effective_budget(budget: int, reserve: int, notice_enabled: bool) -> int:

@@ -203,6 +203,16 @@ def test_a_failing_provider_falls_back_to_max_tokens_and_is_counted(caplog):
     assert "provider budget info failed" in caplog.text
 
 
+def test_a_raising_model_info_still_lets_the_provider_defaults_speak():
+    def boom() -> Any:
+        raise RuntimeError("model info unavailable")
+
+    ctx = SimpleContextManager(max_tokens=5_000)
+    provider = SimpleNamespace(get_model_info=boom, get_info=provider_info_provider(200_000, 64_000).get_info)
+    assert ctx._calculate_budget(None, provider) == 163_904
+    assert ctx.fault_stats["provider_info_failures"] == 1
+
+
 @pytest.mark.asyncio
 async def test_provider_budget_drives_compaction_and_max_tokens_is_read_at_call_time():
     ctx = await filled(max_tokens=10**9)
