@@ -7,7 +7,9 @@ through the editable install, and pytest registers this file as ``tests.conftest
 from __future__ import annotations
 
 import copy
+import errno
 import json
+import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -308,3 +310,20 @@ class Recorder:
 
     def count(self, name: str) -> int:
         return len(self.named(name))
+
+
+class FullDisk:
+    """A file object whose writes fail as on a full disk (the descriptor is really closed): patch
+    ``os.fdopen`` to return it to simulate ENOSPC on a spill write."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def __enter__(self) -> FullDisk:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        os.close(self.fd)
+
+    def write(self, data: bytes) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))

@@ -28,7 +28,7 @@ from amplifier_module_context_simple import SimpleContextManager, mount
 from amplifier_module_context_simple.repair import SYNTHETIC_RESULT_TEXT, view_problems
 from amplifier_module_context_simple.replay import is_real_user_message
 from amplifier_module_context_simple.tool_results import spill_path
-from tests.conftest import WORKLOADS, estimated_size, load_transcript, strip_seq
+from tests.conftest import WORKLOADS, FullDisk, estimated_size, load_transcript, strip_seq
 
 LOGGER = "amplifier_module_context_simple"
 Message = dict[str, Any]
@@ -161,20 +161,6 @@ async def test_a_failing_summarizer_never_fails_the_turn(fault: str, caplog: Any
 SPILL_FAULTS = kinds("spill", ["dir_is_a_file", "permission_denied", "disk_full", "dir_is_a_symlink", "target_symlink"])
 
 
-class _FullDisk:
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-
-    def __enter__(self) -> _FullDisk:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        os.close(self.fd)
-
-    def write(self, data: bytes) -> int:
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-
 def spill_fault(fault: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
     """(configured spill dir, a directory that must stay empty) with ``fault`` in place."""
     spill, outside = tmp_path / "spill", tmp_path / "outside"
@@ -197,7 +183,7 @@ def spill_fault(fault: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
 
         monkeypatch.setattr(os, "open", denied)
     elif fault == "disk_full":
-        monkeypatch.setattr(os, "fdopen", lambda fd, *a, **k: _FullDisk(fd))
+        monkeypatch.setattr(os, "fdopen", lambda fd, *a, **k: FullDisk(fd))
     return spill, outside
 
 

@@ -21,6 +21,7 @@ import pytest
 
 from amplifier_module_context_simple import SimpleContextManager
 from amplifier_module_context_simple.tool_results import write_spill
+from tests.conftest import FullDisk
 
 TS = "2025-01-01T00:00:00.000+00:00"
 LOGGER = "amplifier_module_context_simple"
@@ -220,22 +221,6 @@ def _failing_open(real: Any, code: int) -> Any:
     return fake
 
 
-class _FullDisk:
-    """A file object whose writes fail as on a full disk (the descriptor is really closed)."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-
-    def __enter__(self) -> _FullDisk:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        os.close(self.fd)
-
-    def write(self, data: bytes) -> int:
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-
 @pytest.mark.asyncio
 @pytest.mark.parametrize("failure", ["EACCES", "ENOSPC"])
 async def test_pointer_is_byte_stable_whether_or_not_the_write_succeeds(tmp_path, monkeypatch, caplog, failure):
@@ -246,7 +231,7 @@ async def test_pointer_is_byte_stable_whether_or_not_the_write_succeeds(tmp_path
         if failure == "EACCES":
             patch.setattr(os, "open", _failing_open(os.open, errno.EACCES))
         else:
-            patch.setattr(os, "fdopen", lambda fd, *a, **k: _FullDisk(fd))
+            patch.setattr(os, "fdopen", lambda fd, *a, **k: FullDisk(fd))
         failed_view = await view(failing)
         again = await view(failing)
     assert files(spill) == []  # nothing written, no temporary file left behind
