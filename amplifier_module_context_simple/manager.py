@@ -24,7 +24,7 @@ from .config import (
     normalize_options,
     parse_clear_at_least,
 )
-from .estimate import CountCache, estimate_tokens, seq_of, wire_form
+from .estimate import CountCache, estimate_tokens, seq_of
 from .ladder import LadderOps, plan_compaction, protected_tool_indices
 from .notice import notice_message
 from .repair import repair_view, scan_clean
@@ -36,6 +36,7 @@ from .token_meter import TokenMeterMixin
 from .tool_pairs import in_flight_start
 from .tool_results import ToolResultMixin
 from .validation import validate_message
+from .view_cache import ViewCache
 
 logger = logging.getLogger("amplifier_module_context_simple")
 
@@ -98,6 +99,7 @@ class SimpleContextManager(TokenMeterMixin, ToolResultMixin, SummaryMixin):
         self._counts_key: Any = None
         self._count_cache: CountCache | None = None
         self._derived: dict[tuple[int, str], tuple[Message, Any, Message]] = {}
+        self._view_cache = ViewCache()
         self._escalation_allowed = True
         self._last_measured_prompt_tokens: int | None = None
         self._last_token_meter_stats: dict[str, Any] | None = None
@@ -128,6 +130,7 @@ class SimpleContextManager(TokenMeterMixin, ToolResultMixin, SummaryMixin):
         self._provenance_overrides = 0
         self._anchor_floor_fires = 0
         self._derived.clear()
+        self._view_cache.invalidate()
         self._clean_upto: tuple[int, Message] | None = None  # (length, last message) known clean
         if self._count_cache is not None:
             self._count_cache.clear()
@@ -221,6 +224,9 @@ class SimpleContextManager(TokenMeterMixin, ToolResultMixin, SummaryMixin):
         # happened, keep its view (decisions, system messages in front) even when that count is low.
         compacted_before = self._has_sticky_state() or self._last_compaction_stats is not None
         keep_sticky = self.token_meter != TOKEN_METER_ESTIMATE and compacted_before
+        extended = self._view_cache.extend(self, working, budget, fire or keep_sticky, fire)
+        if extended is not None:
+            return extended  # between boundaries: the last view plus what was appended (view_cache.py)
         if not (fire or keep_sticky):
             return self._finalize_view(working)
         self._escalation_allowed = fire
@@ -228,21 +234,21 @@ class SimpleContextManager(TokenMeterMixin, ToolResultMixin, SummaryMixin):
             compacted = await self._compact_ephemeral(budget, working)
         finally:
             self._escalation_allowed = True
+        self._view_cache.note_base(compacted)
         return self._finalize_view(self._append_tail(compacted, budget))
 
     async def _working_messages(self) -> list[Message]:
         """The system prompt (factory or stored) and the history, repaired for the provider."""
         if self._system_prompt_factory is not None:
             prompt = await self._system_prompt()
-            stored = list(self.messages)
-            working = [{"role": "system", "content": prompt}]
-            working += [m for m in stored if m.get("role") != "system" or _is_hook_message(m)]
+            cache = self._view_cache
+            working = [cache.prompt_message(prompt), *cache.kept(self.messages, _kept_with_factory)]
         else:
             working = list(self.messages)
         start = in_flight_start(working)
         if start is not None:
             working = working[:start]
-        return self._repair(working)
+        return self._view_cache.note_repair(working, self._repair(working))
 
     async def _system_prompt(self) -> str:
         try:
@@ -291,7 +297,7 @@ class SimpleContextManager(TokenMeterMixin, ToolResultMixin, SummaryMixin):
         if self._fork_armed():
             self._last_request_view = list(view)
             self._view_serial += 1
-        return [wire_form(m) for m in view]
+        return self._view_cache.finalize(self, view)
 
     def _append_tail(self, compacted: list[Message], budget: int) -> list[Message]:
         """Replay (once per boundary), then the compaction notice, at the tail of the view."""
@@ -561,6 +567,11 @@ class SimpleContextManager(TokenMeterMixin, ToolResultMixin, SummaryMixin):
     def fault_stats(self) -> dict[str, int]:
         """Counters of optional features that failed and degraded (never failed the turn)."""
         return dict(self._fault_counts)
+
+
+def _kept_with_factory(message: Message) -> bool:
+    """With a system prompt factory, stored system messages give way to it, except hook-injected ones."""
+    return message.get("role") != "system" or _is_hook_message(message)
 
 
 def _is_hook_message(message: Message) -> bool:

@@ -84,6 +84,7 @@ NOT_SAVED: dict[str, str] = {
     "_counts_key": "cache",
     "_count_cache": "cache (per-_seq counts, recomputed on demand)",
     "_derived": "cache (truncated and stubbed rewrites, recomputed on demand)",
+    "_view_cache": "cache (the last view, extended between boundaries; rebuilt on demand)",
     "_escalation_allowed": "set and reset within one request",
     "_clear_at_least_pending": "set and reset within one request",
     "_clear_at_least_last_refused": "set and reset within one request",
