@@ -239,12 +239,8 @@ class SimpleContextManager(TokenMeterMixin, ToolResultMixin, SummaryMixin):
 
     async def _working_messages(self) -> list[Message]:
         """The system prompt (factory or stored) and the history, repaired for the provider."""
-        if self._system_prompt_factory is not None:
-            prompt = await self._system_prompt()
-            cache = self._view_cache
-            working = [cache.prompt_message(prompt), *cache.kept(self.messages, _kept_with_factory)]
-        else:
-            working = list(self.messages)
+        prompt = await self._system_prompt() if self._system_prompt_factory is not None else None
+        working = self._view_cache.working(self.messages, prompt, _kept_with_factory)
         start = in_flight_start(working)
         if start is not None:
             working = working[:start]

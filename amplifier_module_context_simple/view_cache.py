@@ -106,29 +106,33 @@ class ViewCache:
         self._body: _Body | None = None
         self._pending: tuple[list[Message], bool, Key] | None = None
         self._base_len: int | None = None
-        self._kept: tuple[Any, int, Any, list[Message]] = (None, 0, None, [])
+        self._mirror: tuple[Any, int, Any, Any, list[Message]] = (None, 0, None, None, [])
         self.forms.clear()
 
     # ----- the working list ------------------------------------------------------------------------
 
-    def prompt_message(self, prompt: str) -> Message:
-        """The factory prompt as a message: the same object while the text is the same."""
+    def working(self, messages: list[Message], prompt: str | None, keep: Callable[[Message], bool]) -> list[Message]:
+        """The list a request starts from: the history, or with a factory's ``prompt`` that prompt, then
+        the messages ``keep`` accepts. Kept between requests and extended by appends; read-only."""
         if not self.enabled:
-            return {"role": "system", "content": prompt}
+            if prompt is None:
+                return list(messages)
+            return [{"role": "system", "content": prompt}, *(m for m in messages if keep(m))]
+        head = None if prompt is None else self._prompt_message(prompt)
+        source, length, last, head_was, mirror = self._mirror
+        grown = source is messages and length <= len(messages) and (not length or messages[length - 1] is last)
+        if not grown or head is not head_was:
+            length, mirror = 0, ([] if head is None else [head])
+        new = messages[length:]
+        mirror += new if head is None else [m for m in new if keep(m)]
+        self._mirror = (messages, len(messages), messages[-1] if messages else None, head, mirror)
+        return mirror
+
+    def _prompt_message(self, prompt: str) -> Message:
+        """The factory prompt as a message: the same object while the text is the same."""
         if self._prompt is None or self._prompt["content"] != prompt:
             self._prompt = {"role": "system", "content": prompt}
         return self._prompt
-
-    def kept(self, messages: list[Message], keep: Callable[[Message], bool]) -> list[Message]:
-        """``[m for m in messages if keep(m)]``, extended as ``messages`` grows by appends (read-only)."""
-        if not self.enabled:
-            return [m for m in messages if keep(m)]
-        source, length, last, kept = self._kept
-        if source is not messages or length > len(messages) or (length and messages[length - 1] is not last):
-            length, kept = 0, []
-        kept += [m for m in messages[length:] if keep(m)]
-        self._kept = (messages, len(messages), messages[-1] if messages else None, kept)
-        return kept
 
     def note_repair(self, working: list[Message], repaired: list[Message]) -> list[Message]:
         """Remember whether view repair changed this request's working list; returns ``repaired``."""
