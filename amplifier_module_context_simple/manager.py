@@ -234,7 +234,7 @@ class SimpleContextManager(TokenMeterMixin, ToolResultMixin, SummaryMixin):
             compacted = await self._compact_ephemeral(budget, working)
         finally:
             self._escalation_allowed = True
-        self._view_cache.note_base(compacted)
+        self._view_cache.note_base(working, compacted)
         return self._finalize_view(self._append_tail(compacted, budget))
 
     async def _working_messages(self) -> list[Message]:

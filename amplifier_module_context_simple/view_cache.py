@@ -97,7 +97,6 @@ class ViewCache:
     def __init__(self) -> None:
         self.enabled = True
         self.forms = WireForms()
-        self.repaired = False
         self._prompt: Message | None = None
         self.invalidate()
 
@@ -105,28 +104,27 @@ class ViewCache:
         """Forget the last view (``set_messages``, ``clear``, ``restore_state``): the next request rebuilds."""
         self._body: _Body | None = None
         self._pending: tuple[list[Message], bool, Key] | None = None
-        self._base_len: int | None = None
-        self._mirror: tuple[Any, int, Any, Any, list[Message]] = (None, 0, None, None, [])
+        self._base: tuple[list[Message], int] | None = None
+        self._kept: tuple[Any, int, Any, list[Message]] = (None, 0, None, [])
+        self._request: tuple[list[Message], bool] | None = None
         self.forms.clear()
 
     # ----- the working list ------------------------------------------------------------------------
 
     def working(self, messages: list[Message], prompt: str | None, keep: Callable[[Message], bool]) -> list[Message]:
-        """The list a request starts from: the history, or with a factory's ``prompt`` that prompt, then
-        the messages ``keep`` accepts. Kept between requests and extended by appends; read-only."""
+        """A new list a request starts from: the history, or with a factory's ``prompt`` that prompt, then
+        the messages ``keep`` accepts (that selection is kept between requests and extended by appends)."""
+        if prompt is None:
+            return list(messages)
         if not self.enabled:
-            if prompt is None:
-                return list(messages)
             return [{"role": "system", "content": prompt}, *(m for m in messages if keep(m))]
-        head = None if prompt is None else self._prompt_message(prompt)
-        source, length, last, head_was, mirror = self._mirror
+        source, length, last, kept = self._kept
         grown = source is messages and length <= len(messages) and (not length or messages[length - 1] is last)
-        if not grown or head is not head_was:
-            length, mirror = 0, ([] if head is None else [head])
-        new = messages[length:]
-        mirror += new if head is None else [m for m in new if keep(m)]
-        self._mirror = (messages, len(messages), messages[-1] if messages else None, head, mirror)
-        return mirror
+        if not grown:
+            length, kept = 0, []
+        kept += [m for m in messages[length:] if keep(m)]
+        self._kept = (messages, len(messages), messages[-1] if messages else None, kept)
+        return [self._prompt_message(prompt), *kept]
 
     def _prompt_message(self, prompt: str) -> Message:
         """The factory prompt as a message: the same object while the text is the same."""
@@ -135,8 +133,8 @@ class ViewCache:
         return self._prompt
 
     def note_repair(self, working: list[Message], repaired: list[Message]) -> list[Message]:
-        """Remember whether view repair changed this request's working list; returns ``repaired``."""
-        self.repaired = repaired is not working
+        """Remember this request's working list and whether view repair changed it; returns ``repaired``."""
+        self._request = (repaired, repaired is not working)
         return repaired
 
     # ----- one request -------------------------------------------------------------------------------
@@ -145,13 +143,15 @@ class ViewCache:
         self, manager: Any, working: list[Message], budget: int, compact: bool, escalate: bool
     ) -> list[Message] | None:
         """The view extended from the last one, or None when the full rebuild must run (and record)."""
-        self._pending, self._base_len = None, None
+        # Requests may interleave (a suspended request, another one meanwhile): every piece of
+        # per-request state is tied to its working list, and anything that does not match is dropped.
+        request, self._request, self._pending, self._base = self._request, None, None, None
         body, self._body = self._body, None  # put back only once extended
         if not self.enabled or manager.compaction_strategy != COMPACTION_STRATEGY_PROGRESSIVE:
             return None
+        if request is None or request[0] is not working or request[1] or not working:
+            return None  # not this request's list, or repaired: unsure
         key = decision_key(manager)
-        if self.repaired or not working:
-            return None
         self._pending = (working, compact, key)
         if body is None or body.compact != compact or not body.key.same(key):
             return None
@@ -174,21 +174,33 @@ class ViewCache:
         self._body, self._pending = body, None
         return [*body.wire, *(self.forms.get(m) for m in tail)]
 
-    def note_base(self, compacted: list[Message]) -> None:
+    def note_base(self, working: list[Message], compacted: list[Message]) -> None:
         """The full rebuild's compacted body, before replay and notice are appended to it."""
-        self._base_len = len(compacted)
+        if self._pending is not None and self._pending[0] is working:
+            self._base = (compacted, len(compacted))
+        else:
+            self._pending = None  # another request ran meanwhile
 
     def finalize(self, manager: Any, view: list[Message]) -> list[Message]:
         """The full rebuild's wire view; records its body when nothing decision-bearing changed."""
         if not self.enabled:
             return [wire_form(m) for m in view]
         wire = self.forms.view(view)
-        pending, self._pending = self._pending, None
+        if self._body is None:
+            self.forms.sink.clear()  # every edited copy this view held was just replaced; no body to refresh
+        pending, base, self._pending, self._base = self._pending, self._base, None, None
         if pending is None:
             return wire
         working, compact, key = pending
-        base_len = self._base_len if compact else len(view)
-        if base_len is None or (not compact and view is not working) or manager._clear_at_least_last_refused:
+        if compact:
+            if base is None or base[0] is not view:
+                return wire
+            base_len = base[1]
+        elif view is working:
+            base_len = len(view)
+        else:
+            return wire
+        if manager._clear_at_least_last_refused:
             return wire
         if not key.same(decision_key(manager)):
             return wire  # a boundary: the next request rebuilds once more, then extends

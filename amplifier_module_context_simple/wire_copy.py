@@ -155,7 +155,6 @@ class WireForms:
             kept = {id(m) for m in out}
             self._stored = {s: e for s, e in self._stored.items() if id(e[1]) in kept}
             self._rewritten = {s: e for s, e in self._rewritten.items() if id(e[1]) in kept}
-        self.sink.clear()  # every edited copy this view held was just replaced
         return out
 
     def clear(self) -> None:
