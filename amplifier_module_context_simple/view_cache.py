@@ -52,29 +52,40 @@ class Key:
         )
 
 
-def _plain(value: Any) -> Any:
-    """A configuration value as compared between requests (mutable containers by their repr)."""
-    return repr(value) if isinstance(value, dict | list | set) else value
+_CONFIG = operator.attrgetter(*DEFAULTS)
+_MUTABLE = (dict, list, set)
 
 
-def decision_key(manager: Any) -> Key:
-    """The :class:`Key` of ``manager`` now (cheap: a few dozen attribute reads)."""
-    sets = tuple(v for k, v in vars(manager).items() if k.endswith("_seqs") and isinstance(v, set | frozenset | dict))
-    objects = (
-        manager.messages,
-        manager._counts(),
-        manager._last_compaction_stats,
-        manager._pending_summary,
-        manager._system_prompt_factory,
-        *sets,
-    )
-    values = (
-        manager._sticky_level,
-        manager._summary_absorbed_count,
-        tuple(len(s) for s in sets),
-        tuple(_plain(getattr(manager, k, None)) for k in DEFAULTS),
-    )
-    return Key(objects, values, sets)
+class _KeyReader:
+    """Reads a manager's :class:`Key`; the names of its ``*_seqs`` sets are re-read when its attributes change."""
+
+    def __init__(self) -> None:
+        self._names: tuple[str, ...] = ()
+        self._attributes = -1
+
+    def __call__(self, manager: Any) -> Key:
+        attributes = vars(manager)
+        if len(attributes) != self._attributes:
+            self._attributes = len(attributes)
+            self._names = tuple(k for k in attributes if k.endswith("_seqs"))
+        sets = tuple(s for k in self._names if isinstance(s := attributes.get(k), set | frozenset | dict))
+        config = _CONFIG(manager)
+        objects = (
+            manager.messages,
+            manager._counts(),
+            manager._last_compaction_stats,
+            manager._pending_summary,
+            manager._system_prompt_factory,
+            *sets,
+        )
+        values = (
+            manager._sticky_level,
+            manager._summary_absorbed_count,
+            tuple(len(s) for s in sets),
+            config,
+            tuple(repr(v) for v in config if type(v) in _MUTABLE),  # an in-place edit of a dict or list knob
+        )
+        return Key(objects, values, sets)
 
 
 @dataclass
@@ -97,6 +108,7 @@ class ViewCache:
     def __init__(self) -> None:
         self.enabled = True
         self.forms = WireForms()
+        self.key = _KeyReader()
         self._prompt: Message | None = None
         self.invalidate()
 
@@ -151,7 +163,7 @@ class ViewCache:
             return None
         if request is None or request[0] is not working or request[1] or not working:
             return None  # not this request's list, or repaired: unsure
-        key = decision_key(manager)
+        key = self.key(manager)
         self._pending = (working, compact, key)
         if body is None or body.compact != compact or not body.key.same(key):
             return None
@@ -202,7 +214,7 @@ class ViewCache:
             return wire
         if manager._clear_at_least_last_refused:
             return wire
-        if not key.same(decision_key(manager)):
+        if not key.same(self.key(manager)):
             return wire  # a boundary: the next request rebuilds once more, then extends
         counts = manager._counts()
         total = counts.total(view) - counts.total(view[base_len:])
