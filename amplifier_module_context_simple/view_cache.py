@@ -117,26 +117,33 @@ class ViewCache:
         self._body: _Body | None = None
         self._pending: tuple[list[Message], bool, Key] | None = None
         self._base: tuple[list[Message], int] | None = None
-        self._kept: tuple[Any, int, Any, list[Message]] = (None, 0, None, [])
+        self._mirror: tuple[Any, int, Any, Any, list[Message]] = (None, 0, None, None, [])
+        self._open = 0  # requests that received the working list and have not returned (a raise leaks one)
         self._request: tuple[list[Message], bool] | None = None
         self.forms.clear()
 
     # ----- the working list ------------------------------------------------------------------------
 
     def working(self, messages: list[Message], prompt: str | None, keep: Callable[[Message], bool]) -> list[Message]:
-        """A new list a request starts from: the history, or with a factory's ``prompt`` that prompt, then
-        the messages ``keep`` accepts (that selection is kept between requests and extended by appends)."""
-        if prompt is None:
-            return list(messages)
+        """The list a request starts from: the history, or with a factory's ``prompt`` that prompt, then the
+        messages ``keep`` accepts. Kept between requests and extended by appends; read-only. While another
+        request that received it is still running (suspended in a hook), a new list is made instead."""
         if not self.enabled:
+            if prompt is None:
+                return list(messages)
             return [{"role": "system", "content": prompt}, *(m for m in messages if keep(m))]
-        source, length, last, kept = self._kept
+        head = None if prompt is None else self._prompt_message(prompt)
+        source, length, last, head_was, mirror = self._mirror
         grown = source is messages and length <= len(messages) and (not length or messages[length - 1] is last)
-        if not grown:
-            length, kept = 0, []
-        kept += [m for m in messages[length:] if keep(m)]
-        self._kept = (messages, len(messages), messages[-1] if messages else None, kept)
-        return [self._prompt_message(prompt), *kept]
+        if not grown or head is not head_was:
+            length, mirror = 0, ([] if head is None else [head])
+        elif self._open:
+            mirror = list(mirror)  # never change a list a running request reads
+        new = messages[length:]
+        mirror += new if head is None else [m for m in new if keep(m)]
+        self._mirror = (messages, len(messages), messages[-1] if messages else None, head, mirror)
+        self._open += 1
+        return mirror
 
     def _prompt_message(self, prompt: str) -> Message:
         """The factory prompt as a message: the same object while the text is the same."""
@@ -184,6 +191,7 @@ class ViewCache:
         tail = _tail(manager, body.base, budget) if compact else []
         manager._last_sent_estimate = total + counts.total(tail)
         self._body, self._pending = body, None
+        self._open = max(0, self._open - 1)
         return [*body.wire, *(self.forms.get(m) for m in tail)]
 
     def note_base(self, working: list[Message], compacted: list[Message]) -> None:
@@ -197,6 +205,7 @@ class ViewCache:
         """The full rebuild's wire view; records its body when nothing decision-bearing changed."""
         if not self.enabled:
             return [wire_form(m) for m in view]
+        self._open = max(0, self._open - 1)
         wire = self.forms.view(view)
         if self._body is None:
             self.forms.sink.clear()  # every edited copy this view held was just replaced; no body to refresh
