@@ -133,7 +133,6 @@ TRANSCRIPT_CONFIGS = {
         "token_meter": "actual",
         "compact_clear_at_least": 0.1,
         "compaction_notice_verbosity": "minimal",
-        "token_counter": "content",
     },
 }
 
