@@ -239,7 +239,7 @@ async def _request(ctx, provider, answer, req, prev, run, workload, originals, d
 def _estimate(ctx: Any, view: list[dict]) -> tuple[int, str]:
     sent = getattr(ctx, "_last_sent_estimate", None)
     if isinstance(sent, int) and not isinstance(sent, bool):
-        return sent, "the module's own estimate of the view it sent (_last_sent_estimate)"
+        return sent, "the module's own estimate of the view it sent"
     return sum(len(str(m)) // 4 for m in view), "len(str(message))//4 over the view (upstream estimator)"
 
 
