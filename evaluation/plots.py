@@ -128,8 +128,8 @@ def tokens_plot(data: dict[str, Any], path: Path) -> None:
     n = len(groups)
     cols = min(3, n)
     rows = math.ceil(n / cols)
-    fig, grid = plt.subplots(rows, cols, figsize=(6 * cols + 2.5, 3.9 * rows), squeeze=False, layout="constrained")
-    fig.suptitle("true prompt tokens per request (markers = compaction boundaries; dashed red = window limit)")
+    fig, grid = plt.subplots(rows, cols, figsize=(6 * cols + 2.5, 3.9 * rows), squeeze=False)
+    fig.suptitle("true prompt tokens per request (markers = compaction boundaries; black dashes = window limit)")
     flat = [ax for row in grid for ax in row]
     for ax in flat[n:]:
         ax.set_visible(False)
@@ -141,12 +141,19 @@ def tokens_plot(data: dict[str, Any], path: Path) -> None:
             if marks:
                 ax.scatter(*zip(*marks, strict=True), marker=st["marker"], s=14, color=st["color"])
         w = data["windows"][workload]
-        ax.axhline(w["context_window"] - w["max_output_tokens"], color="red", linestyle="--", lw=1, label="limit")
+        ax.axhline(w["context_window"] - w["max_output_tokens"], color="black", linestyle=(0, (5, 3)), lw=1.2)
         ax.set_title(_wrap(workload, 55), fontsize=8)
         ax.set_xlabel("request")
         ax.set_ylabel("true prompt tokens")
-    handles, labels = flat[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside right upper", fontsize=8)
+    from matplotlib.lines import Line2D
+
+    drawn = {a for arms in groups.values() for a in arms}
+    handles = [Line2D([], [], lw=1, markersize=5, label=a, **st) for a, st in style.items() if a in drawn]
+    handles.append(Line2D([], [], color="black", linestyle=(0, (5, 3)), lw=1.2, label="window limit"))
+    labels = [h.get_label() for h in handles]
+    right = 1 - 2.3 / fig.get_figwidth()  # room for the shared legend
+    fig.tight_layout(rect=(0, 0, right, 0.97))  # cheaper than constrained layout on many panels
+    fig.legend(handles, labels, loc="upper left", bbox_to_anchor=(right, 0.97), fontsize=8)
     _save(plt, fig, path)
 
 
@@ -157,7 +164,6 @@ def retention_plot(data: dict[str, Any], path: Path) -> None:
     plt = _pyplot()
     arms = [a for a, t in data["totals"].items() if t["available"]]
     places = [p for p in PLACES if any(p in data["totals"][a].get("facts_by_place", {}) for a in arms)]
-    places = places or list(PLACES)
     fig, ax = plt.subplots(figsize=(max(8, len(arms) * 1.0 + 3), 4.8), layout="constrained")
     width = 0.8 / len(places)
     for j, place in enumerate(places):
@@ -167,13 +173,16 @@ def retention_plot(data: dict[str, Any], path: Path) -> None:
             if share is None:
                 ax.text(x, 0.02, "n/a", rotation=90, ha="center", va="bottom", fontsize=7)
                 continue
-            ax.bar(x, share * 100, width, color=COLOURS[j % len(COLOURS)], label=place if i == 0 else None)
+            ax.bar(x, share * 100, width, color=COLOURS[j % len(COLOURS)])
     ax.set_xticks(range(len(arms)), arms, rotation=30, ha="right", fontsize=8)
     ax.set_ylim(0, 105)
     ax.set_xlabel("arm")
     ax.set_ylabel("planted facts kept at the last request (%)")
     ax.set_title(_wrap("planted facts kept, by where they were planted (user turns; head, middle, end of results)"))
-    fig.legend(loc="outside right upper", fontsize=8, title="planted in")
+    from matplotlib.patches import Patch
+
+    handles = [Patch(color=COLOURS[j % len(COLOURS)], label=p) for j, p in enumerate(places)]
+    fig.legend(handles=handles, loc="outside right upper", fontsize=8, title="planted in")
     _save(plt, fig, path)
 
 
@@ -194,7 +203,9 @@ def write_all(data: dict[str, Any], out: Path) -> list[str]:
     remove_stale(out)
     if not data["series"]:
         return []
-    jobs = [("frontier.png", frontier_plot), ("tokens.png", tokens_plot), ("retention.png", retention_plot)]
+    jobs = [("frontier.png", frontier_plot), ("tokens.png", tokens_plot)]
+    if any(t.get("facts_total") for t in data["totals"].values()):
+        jobs.append(("retention.png", retention_plot))  # only when a planted-fact scenario ran
     for name, fn in jobs:
         fn(data, out / name)
     return [name for name, _ in jobs]

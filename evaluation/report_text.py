@@ -157,7 +157,8 @@ def _pick(data: dict[str, Any]) -> str:
         if totals[n]["cost"] <= d["cost"] and totals[n]["evidence_line_miss"] <= d["evidence_line_miss"]
     ]
     names = ", ".join(f"`{n}`" for n in better)
-    return f"What to pick: {names} beats the default on both cost and evidence in this run; prefer it."
+    verb, obj = ("beats", "it") if len(better) == 1 else ("beat", "one of them")
+    return f"What to pick: {names} {verb} the default on both cost and evidence in this run; prefer {obj}."
 
 
 def unavailable(data: dict[str, Any]) -> list[str]:
