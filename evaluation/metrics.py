@@ -46,6 +46,7 @@ def run_metrics(run: Run) -> dict[str, Any]:
         "summary_calls": run.summary_calls,
         "warnings": run.warnings,
         "warning_samples": run.warning_samples,
+        "error_samples": list(dict.fromkeys(r.error for r in run.requests if r.error))[:3],
         "summary_cost": run.summary_cost,
         "peak_true_tokens": max((r.true_tokens for r in ok), default=0),
         "window": run.window.context_window,
@@ -169,7 +170,8 @@ def arm_totals(rows: list[dict[str, Any]], runs: list[Run]) -> dict[str, Any]:
     errs = [r["estimator_error_mean"] for r in real if r["estimator_error_mean"] is not None]
     out["estimator_error_mean"] = sum(errs) / len(errs) if errs else None
     out.update(pool_totals(r for r in avail if r["evidence_real"]))
-    out["warning_samples"] = _warnings(avail)
+    out["warning_samples"] = _samples(avail, "warning_samples")
+    out["error_samples"] = _samples(avail, "error_samples")
     ms = [q.ms for run in runs if run.available for q in run.requests if q.error is None]
     out["ms_p50"], out["ms_p90"] = percentile(ms, 50), percentile(ms, 90)
     out["available"] = bool(avail)
@@ -194,10 +196,10 @@ def _place_order(place: str) -> tuple[int, str]:
     return (PLACES.index(place) if place in PLACES else len(PLACES), place)
 
 
-def _warnings(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Distinct warning messages of an arm with the workloads that emitted them."""
+def _samples(rows: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    """Distinct warning or error messages of an arm, with the workloads that produced them."""
     seen: dict[str, list[str]] = {}
     for r in rows:
-        for text in r["warning_samples"]:
+        for text in r[key]:
             seen.setdefault(text, []).append(r["workload"])
     return [{"message": t, "workloads": w} for t, w in seen.items()]

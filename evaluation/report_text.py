@@ -122,9 +122,21 @@ def verdict(data: dict[str, Any]) -> list[str]:
         keep = min(ok, key=lambda n: (totals[n]["evidence_line_miss"], totals[n]["cost"]))
         out.append(f"- Cheapest valid arm: {_arm(data, cheap)}. Fewest evidence misses: {_arm(data, keep)}.")
         out.append("- The frontier (no valid arm is both cheaper and misses less): " + ", ".join(front) + ".")
-    out += _not_valid(totals)
+    out += _floor(data) + _not_valid(totals)
     out.append("- " + _pick(data))
     return out
+
+
+def _floor(data: dict[str, Any]) -> list[str]:
+    floor = data["over_window_floor"]
+    if not floor["requests"]:
+        return []
+    where = ", ".join(floor["workloads"]) or "various workloads"
+    return [
+        f"- Every compacting arm sends at least {floor['requests']} requests over the window ({where}): what "
+        "cannot be removed (system prompt, protected messages) is larger than the window there. That floor "
+        "is not held against any arm below."
+    ]
 
 
 def _not_valid(totals: dict[str, dict[str, Any]]) -> list[str]:
@@ -196,16 +208,24 @@ def _kept(p: dict[str, Any] | None) -> str:
 
 
 def warnings(data: dict[str, Any]) -> list[str]:
-    """The engines' warning messages per arm (nothing when there were none)."""
+    """The errors and the engines' warning messages, per arm (nothing when there were none)."""
     out = []
     for arm, t in data["totals"].items():
-        if not t["available"] or not t["warnings"]:
+        if not t["available"]:
             continue
-        out.append(f"- `{arm}`: {t['warnings']} warnings, e.g.")
-        for w in t["warning_samples"][:MAX_WARNINGS]:
-            where = ", ".join(w["workloads"][:3]) + (" ..." if len(w["workloads"]) > 3 else "")
-            out.append(f'  - "{w["message"]}" ({where})')
-    return ["## Warnings", "", *out, ""] if out else []
+        for count, kind, samples in (
+            (t["errors"], "errors", "error_samples"),
+            (t["warnings"], "warnings", "warning_samples"),
+        ):
+            if count:
+                out.append(f"- `{arm}`: {count} {kind[:-1] if count == 1 else kind}, e.g.")
+                out += [_sample(w) for w in t[samples][:MAX_WARNINGS]]
+    return ["## Errors and warnings", "", *out, ""] if out else []
+
+
+def _sample(w: dict[str, Any]) -> str:
+    where = ", ".join(w["workloads"][:3]) + (" ..." if len(w["workloads"]) > 3 else "")
+    return f'  - "{w["message"]}" ({where})'
 
 
 MAX_WARNINGS = 3

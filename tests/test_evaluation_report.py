@@ -7,7 +7,7 @@ import pytest
 
 from evaluation import plots
 from evaluation.__main__ import main
-from evaluation.report import fmt, frontier, print_table
+from evaluation.report import fmt, frontier, over_window_floor, print_table, valid
 from evaluation.report_text import markdown, verdict
 from evaluation.workloads import SHIPPED_DIR
 
@@ -89,11 +89,12 @@ def test_an_arm_that_did_not_run_is_named_with_its_reason(data):
 
 def test_warning_messages_are_shown_not_only_counted(data):
     noisy = copy.deepcopy(data)
-    noisy["totals"]["progressive"].update(
-        warnings=2, warning_samples=[{"message": "over budget by 12", "workloads": ["w"]}]
-    )
+    samples = [{"message": "over budget by 12", "workloads": ["w"]}]
+    noisy["totals"]["progressive"].update(warnings=2, warning_samples=samples)
+    noisy["totals"]["target_0.3"].update(errors=1, error_samples=[{"message": "RuntimeError: cap", "workloads": ["v"]}])
     text = markdown(noisy, [])
-    assert "## Warnings" in text and '"over budget by 12" (w)' in text
+    assert "## Errors and warnings" in text and '"over budget by 12" (w)' in text
+    assert "`target_0.3`: 1 error, e.g." in text and '"RuntimeError: cap" (v)' in text
 
 
 def test_facts_by_place_table(data):
@@ -142,3 +143,15 @@ def test_plots_draw_each_arm_in_its_own_style_and_na_places(data, tmp_path):
     assert names == ["frontier.png", "tokens.png", "retention.png"]
     for name in names:
         assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_requests_over_the_window_that_every_compacting_arm_sends_are_not_held_against_one():
+    totals = {"none": total(100, 0.0, over=50), "a": total(60, 0.3, over=3), "b": total(70, 0.2, over=4)}
+    rows = [
+        {"arm": "a", "workload": "big-system-prompt", "available": True, "over_window": 3},
+        {"arm": "b", "workload": "big-system-prompt", "available": True, "over_window": 3},
+        {"arm": "b", "workload": "other", "available": True, "over_window": 1},
+    ]
+    floor = over_window_floor(totals, rows)
+    assert floor == {"requests": 3, "workloads": ["big-system-prompt"]}
+    assert [valid(totals[n], floor["requests"]) for n in totals] == [False, True, False]
