@@ -6,7 +6,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from .driver import Run
+from .driver import Run, message_shape
 from .evidence import pool_totals, pooled
 from .scenarios import PLACES, fact_place
 
@@ -197,9 +197,10 @@ def _place_order(place: str) -> tuple[int, str]:
 
 
 def _samples(rows: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
-    """Distinct warning or error messages of an arm, with the workloads that produced them."""
-    seen: dict[str, list[str]] = {}
+    """One example per kind of warning or error message of an arm, with the workloads that produced it."""
+    seen: dict[str, dict[str, Any]] = {}
     for r in rows:
         for text in r[key]:
-            seen.setdefault(text, []).append(r["workload"])
-    return [{"message": t, "workloads": w} for t, w in seen.items()]
+            entry = seen.setdefault(message_shape(text), {"message": text, "workloads": []})
+            entry["workloads"].append(r["workload"])
+    return list(seen.values())

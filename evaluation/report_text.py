@@ -208,24 +208,26 @@ def _kept(p: dict[str, Any] | None) -> str:
 
 
 def warnings(data: dict[str, Any]) -> list[str]:
-    """The errors and the engines' warning messages, per arm (nothing when there were none)."""
-    out = []
+    """Each kind of error and engine warning once, with the arms (and counts) and workloads that met it."""
+    from .driver import message_shape
+
+    kinds: dict[tuple[str, str], dict[str, Any]] = {}
     for arm, t in data["totals"].items():
         if not t["available"]:
             continue
-        for count, kind, samples in (
-            (t["errors"], "errors", "error_samples"),
-            (t["warnings"], "warnings", "warning_samples"),
-        ):
-            if count:
-                out.append(f"- `{arm}`: {count} {kind[:-1] if count == 1 else kind}, e.g.")
-                out += [_sample(w) for w in t[samples][:MAX_WARNINGS]]
-    return ["## Errors and warnings", "", *out, ""] if out else []
-
-
-def _sample(w: dict[str, Any]) -> str:
-    where = ", ".join(w["workloads"][:3]) + (" ..." if len(w["workloads"]) > 3 else "")
-    return f'  - "{w["message"]}" ({where})'
+        for kind, count_key in (("error", "errors"), ("warning", "warnings")):
+            for sample in t[f"{kind}_samples"]:
+                entry = kinds.setdefault((kind, message_shape(sample["message"])), {"sample": sample, "arms": {}})
+                entry["arms"][arm] = t[count_key]
+                entry["workloads"] = sorted(set(entry.get("workloads", [])) | set(sample["workloads"]))
+    out = []
+    for (kind, _), e in sorted(kinds.items(), key=lambda kv: kv[0][0]):  # errors first
+        arms = ", ".join(f"`{a}`" for a in e["arms"])
+        where = ", ".join(e["workloads"][:MAX_WARNINGS]) + (" ..." if len(e["workloads"]) > MAX_WARNINGS else "")
+        out.append(f'- {kind}: "{e["sample"]["message"]}"  \n  arms: {arms}; workloads: {where}')
+    totals = [f"`{a}` {t['errors']}/{t['warnings']}" for a, t in data["totals"].items() if t["available"]]
+    head = "Errors/warnings per arm: " + ", ".join(totals) + ". Each kind of message once (numbers vary):"
+    return ["## Errors and warnings", "", head, "", *out, ""] if out else []
 
 
 MAX_WARNINGS = 3

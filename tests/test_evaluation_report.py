@@ -93,8 +93,9 @@ def test_warning_messages_are_shown_not_only_counted(data):
     noisy["totals"]["progressive"].update(warnings=2, warning_samples=samples)
     noisy["totals"]["target_0.3"].update(errors=1, error_samples=[{"message": "RuntimeError: cap", "workloads": ["v"]}])
     text = markdown(noisy, [])
-    assert "## Errors and warnings" in text and '"over budget by 12" (w)' in text
-    assert "`target_0.3`: 1 error, e.g." in text and '"RuntimeError: cap" (v)' in text
+    assert "## Errors and warnings" in text and '- warning: "over budget by 12"' in text
+    assert '- error: "RuntimeError: cap"' in text and "arms: `target_0.3`; workloads: v" in text
+    assert "`target_0.3` 1/0" in text
 
 
 def test_facts_by_place_table(data):
