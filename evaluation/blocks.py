@@ -40,6 +40,8 @@ def _assistant(msg: dict, content: list) -> dict:
             thinking.append(str(block.get("thinking", "")))
         elif kind == "tool_use":
             calls.append(_call(block))
+        elif kind == "tool_result":
+            raise ValueError("a tool_result block belongs on a user message, not an assistant one")
         else:
             raise ValueError(f"a {kind!r} block in an assistant message with tool_use cannot be converted")
     out = {k: v for k, v in msg.items() if k != "content"}
@@ -68,6 +70,8 @@ def _user(msg: dict, content: list) -> list[dict]:
             results.append({"role": "tool", "tool_call_id": call_id, "content": _result_text(block, call_id)})
         elif kind == "text" or isinstance(block, str):
             texts.append(block if isinstance(block, str) else str(block.get("text", "")))
+        elif kind == "tool_use":
+            raise ValueError("a tool_use block belongs on an assistant message, not a user one")
         else:
             raise ValueError(f"a {kind!r} block in a user message with tool_result cannot be converted")
     rest = {k: v for k, v in msg.items() if k not in ("content", "tool_calls")}
