@@ -16,7 +16,7 @@ from .arms import ARMS, Arm, arm_by_name, engine_arm, load_engine
 from .cache import Prices
 from .driver import Settings
 from .scenarios import planted_facts
-from .workloads import Workload, load_path, shipped
+from .workloads import SHIPPED_DIR, Workload
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "out"
 
@@ -29,7 +29,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 def choose_workloads(args: argparse.Namespace) -> list[Workload]:
     """The shipped sessions (or only the user's), plus the planted-fact scenario unless --workload/--no-scenario."""
-    loads = [w for path in args.workload for w in load_path(path)] if args.workload else shipped()
+    loads = cli.workloads(args.workload, SHIPPED_DIR)
     if args.scenario or (args.scenario is None and not args.workload):
         loads.append(planted_facts(args.seed))
     return loads

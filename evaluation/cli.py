@@ -145,8 +145,14 @@ def add_no_tiktoken(p: argparse.ArgumentParser) -> None:
 
 
 def workloads(paths: Sequence[str] | None, default: str | Path) -> list[Workload]:
-    """Every named workload (or the default folder's), checked in full before any work."""
-    return [w for path in (paths or [default]) for w in load_path(path)]
+    """Every named workload (or the default folder's), checked in full before any work; names unique."""
+    loads = [w for path in (paths or [default]) for w in load_path(path)]
+    seen: dict[str, str] = {}
+    for w in loads:
+        if w.name in seen:
+            raise UsageError(f"two sessions named {w.name!r} ({seen[w.name]} and {w.source}); the report keys by name")
+        seen[w.name] = w.source
+    return loads
 
 
 def sessions(paths: Sequence[str] | None, default: str | Path) -> dict[str, list[dict]]:
@@ -243,8 +249,10 @@ def check_main(args: argparse.Namespace) -> argparse.Namespace:
     """Check the main run's options: arm and engine names are known, --out is usable."""
     if args.arms is not None:
         args.arms = ",".join(check_arms(args.arms))
-    for engine in args.engine:
+    for i, engine in enumerate(args.engine):
         check_engine(engine)
+        if engine in args.engine[:i]:
+            raise UsageError(f"--engine {engine!r} named twice")
     check_out_dir(args.out)
     return args
 
@@ -257,9 +265,11 @@ def check_arms(text: str) -> list[str]:
     if not names:
         raise UsageError(f"--arms {text!r}: no arm named")
     known = [a.name for a in ARMS]
-    for name in names:
+    for i, name in enumerate(names):
         if name not in known:
             raise unknown("arm", name, known)
+        if name in names[:i]:
+            raise UsageError(f"--arms: {name!r} named twice")
     return names
 
 

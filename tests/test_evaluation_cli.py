@@ -201,6 +201,9 @@ def test_named_workloads_run_alone_unless_the_scenario_is_asked_for():
 BAD_OPTIONS = {
     "misspelled_arm": (["--arms", "progresive"], "unknown arm 'progresive' (did you mean 'progressive'?)"),
     "no_arm": (["--arms", ","], "no arm named"),
+    "arm_twice": (["--arms", "none,progressive,none"], "--arms: 'none' named twice"),
+    "engine_twice": (["--engine", "passthrough", "--engine", "passthrough"], "--engine 'passthrough' named twice"),
+    "workload_twice": (["--workload", str(SMALL), "--workload", str(SMALL)], f"two sessions named {SMALL.stem!r}"),
     "unknown_engine": (["--engine", "nonexistent-module"], "unknown engine 'nonexistent-module'"),
     "window_zero": (["--window-fraction", "0"], "--window-fraction: 0 is out of range"),
     "window_negative": (["--window-fraction", "-0.5"], "--window-fraction: -0.5 is out of range"),
