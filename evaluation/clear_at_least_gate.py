@@ -197,16 +197,32 @@ def report(rows: list[tuple[str, int, int, str, dict[str, Result]]], floors: lis
 def parse(argv: list[str]) -> argparse.Namespace:
     p = cli.Parser(PROG, __doc__)
     cli.add_workload(p, "tests/data/workloads")
-    p.add_argument("--min-tokens", type=cli.non_negative_int, default=MIN_SESSION_TOKENS, help="skip smaller sessions")
-    p.add_argument("--prefix", default="msa__", help="only sessions whose name starts with this")
+    p.add_argument(
+        "--min-tokens", type=cli.non_negative_int, default=MIN_SESSION_TOKENS, metavar="N", help="skip smaller sessions"
+    )
+    p.add_argument("--prefix", default="msa__", metavar="TEXT", help="only sessions whose name starts with this")
     cli.add_window_fraction(p, [0.45], "the token_budget as a share of each session's estimated size")
     p.add_argument(
-        "--floors", nargs="+", type=floor_arg, default=DEFAULT_FLOORS, help="'off' or tokens (or a fraction)"
+        "--floors",
+        nargs="+",
+        type=floor_arg,
+        default=DEFAULT_FLOORS,
+        metavar="F",
+        help="'off' or tokens (or a fraction)",
     )
-    p.add_argument("--meters", nargs="+", choices=("estimate", "actual", "hybrid"), default=["estimate", "hybrid"])
-    p.add_argument("--target-usage", type=cli.fraction, help="module target_usage (default: the module's 0.5)")
+    meters = ("estimate", "actual", "hybrid")
     p.add_argument(
-        "--pin-system", type=cli.non_negative_int, default=0, help="grow the system prompt by ~N estimated tokens"
+        "--meters", nargs="+", choices=meters, default=["estimate", "hybrid"], metavar="M", help="|".join(meters)
+    )
+    p.add_argument(
+        "--target-usage", type=cli.fraction, metavar="X", help="module target_usage (default: the module's 0.5)"
+    )
+    p.add_argument(
+        "--pin-system",
+        type=cli.non_negative_int,
+        default=0,
+        metavar="N",
+        help="grow the system prompt by ~N estimated tokens",
     )
     cli.add_no_tiktoken(p)
     return p.parse_args(argv)
@@ -221,6 +237,10 @@ async def run(args: argparse.Namespace) -> bool:
     sized = [(w, session_size(w)) for w in loads]
     sized = [(w, s) for w, s in sized if s >= args.min_tokens]
     source = ", ".join(args.workload or [str(DEFAULT_DIR.relative_to(REPO))])
+    if not sized:  # a gate over no session would pass vacuously
+        raise cli.UsageError(
+            f"no session of {source} starts with {args.prefix!r} and has >= {args.min_tokens:,} tokens"
+        )
     print(f"{len(sized)} sessions from {source} (>= {args.min_tokens:,} estimated tokens, '{args.prefix}*');")
     print(f"provider counts: {counter.name}; floors in the module's estimated tokens; cells: boundaries, skips")
     extra = {} if args.target_usage is None else {"target_usage": args.target_usage}

@@ -363,6 +363,7 @@ def test_every_window_fraction_is_range_checked(name, value, capsys):
         ("clear_at_least_gate", ["--floors", "lots"], "'lots' is not 'off', a token count or a fraction"),
         ("clear_at_least_gate", ["--meters", "exact"], "invalid choice: 'exact'"),
         ("clear_at_least_gate", ["--fractions", "0"], "--fractions: 0 is out of range"),
+        ("clear_at_least_gate", ["--workload", str(SMALL)], "no session of"),
         ("bench_request_path", ["--longest", "0"], "--longest: 0 is out of range"),
         ("bench_tool_results", ["--reps", "0"], "--reps: 0 is out of range"),
         ("bench_tool_results", ["--spill-root", "/no/such/dir"], "--spill-root /no/such/dir: no such folder"),
