@@ -88,7 +88,7 @@ def check_message(obj: Any, where: str) -> dict:
     if isinstance(obj, list):
         raise WorkloadError(f"{where}: a JSON array; expected one message object per line")
     if not isinstance(obj, dict):
-        raise WorkloadError(f"{where}: a JSON {type(obj).__name__}, not a message object")
+        raise WorkloadError(f"{where}: a {_kind(obj)}, not a message object")
     role = obj.get("role")
     if role not in ROLES:
         raise WorkloadError(f"{where}: role {role!r} is not one of {', '.join(ROLES)}")
@@ -135,9 +135,8 @@ def check_session(path: Path, messages: list[tuple[int, dict]]) -> None:
 
 
 def _kind(value: Any) -> str:
-    return {dict: "JSON object", list: "JSON array", bool: "boolean", int: "number", float: "number"}.get(
-        type(value), type(value).__name__
-    )
+    names = {dict: "JSON object", list: "JSON array", str: "string", bool: "boolean", int: "number", float: "number"}
+    return names.get(type(value), type(value).__name__)
 
 
 def load_jsonl(path: Path) -> Workload:

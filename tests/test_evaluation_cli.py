@@ -72,7 +72,7 @@ BAD_FILES = {
         ":3:",
         "'c9', which no earlier message made",
     ),
-    "line_is_a_string": ("s.jsonl", jsonl(SYSTEM, USER) + '"hello"\n', ":3:", "JSON str"),
+    "line_is_a_string": ("s.jsonl", jsonl(SYSTEM, USER) + '"hello"\n', ":3:", "a string, not a message object"),
     "empty": ("s.jsonl", "", "", "empty file"),
     "whitespace_only": ("s.jsonl", "  \n\n\t\n", "", "only whitespace"),
     "user_only": ("s.jsonl", jsonl(USER, USER), "", "no assistant message"),
