@@ -229,9 +229,6 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 
 async def run(args: argparse.Namespace) -> bool:
-    # The module's over-budget and provenance warnings would flood the table; they are expected here.
-    logging.getLogger("amplifier_module_context_simple").setLevel(logging.ERROR)
-    counter = TokenCounter(use_tiktoken=not args.no_tiktoken)
     loads = [w for w in cli.workloads(args.workload, DEFAULT_DIR) if w.name.startswith(args.prefix)]
     loads = [pin_system(w, args.pin_system) for w in loads]
     sized = [(w, session_size(w)) for w in loads]
@@ -241,6 +238,9 @@ async def run(args: argparse.Namespace) -> bool:
         raise cli.UsageError(
             f"no session of {source} starts with {args.prefix!r} and has >= {args.min_tokens:,} tokens"
         )
+    # The module's over-budget and provenance warnings would flood the table; they are expected here.
+    logging.getLogger("amplifier_module_context_simple").setLevel(logging.ERROR)
+    counter = TokenCounter(use_tiktoken=not args.no_tiktoken)
     print(f"{len(sized)} sessions from {source} (>= {args.min_tokens:,} estimated tokens, '{args.prefix}*');")
     print(f"provider counts: {counter.name}; floors in the module's estimated tokens; cells: boundaries, skips")
     extra = {} if args.target_usage is None else {"target_usage": args.target_usage}

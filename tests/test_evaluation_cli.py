@@ -1,6 +1,7 @@
 """Bad input to the evaluation: one line on stderr naming the file, the line and the problem; exit 2; no work done."""
 
 import json
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -29,6 +30,16 @@ def jsonl(*messages: dict) -> str:
 
 SYSTEM, USER = {"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}
 ANSWER = {"role": "assistant", "content": "hello"}
+
+
+@pytest.fixture(autouse=True)
+def keep_logging():
+    """The commands quiet the module's logger for their tables; other tests' caplog must not notice."""
+    module = logging.getLogger("amplifier_module_context_simple")
+    level, disabled = module.level, logging.root.manager.disable
+    yield
+    module.setLevel(level)
+    logging.disable(disabled)
 
 
 @pytest.fixture
