@@ -45,19 +45,19 @@ def explain(data: dict[str, Any]) -> list[str]:
     p = s["prices"]
     counter = data["token_counter"]
     lines = [
-        f"Token counter: **{counter}**." + (FALLBACK_NOTE if counter == FALLBACK_NAME else ""),
-        f"True tokens per message: role + content + tool-call names and arguments, plus {FRAMING_TOKENS} "
+        f"- Token counter: **{counter}**." + (FALLBACK_NOTE if counter == FALLBACK_NAME else ""),
+        f"- True tokens per message: role + content + tool-call names and arguments, plus {FRAMING_TOKENS} "
         "framing tokens; metadata and view markers are not sent and not counted. Fixed per-request "
         f"overhead (tool schemas etc.) added at the front: {s['request_overhead']:,} tokens.",
-        f"Window: the module's effective budget is {s['window_fraction']:.0%} of the session's true size "
+        f"- Window: the module's effective budget is {s['window_fraction']:.0%} of the session's true size "
         f"(at least {s['min_budget']:,}); window = budget + 800 (notice reserve) + 4096 (safety margin) + "
         f"int({s['max_output_tokens']} x {s['output_reserve_fraction']}); max_output_tokens = "
         f"{s['max_output_tokens']}.",
-        f"Cache: Anthropic-style prefix cache, breakpoint after the last non-ephemeral message, minimum "
+        f"- Cache: Anthropic-style prefix cache, breakpoint after the last non-ephemeral message, minimum "
         f"{s['min_cacheable']:,} tokens. Prices per token unit: input {p['input']}, cache write "
         f"{p['cache_write']}, cache read {p['cache_read']}; output is not priced (identical across arms).",
-        "Estimate: " + "; ".join(data["estimate_source"] or ["n/a"]) + ".",
-        "Cost, boundaries and evidence are pooled over the real transcripts; over window, invalid views, "
+        "- Estimate: " + "; ".join(data["estimate_source"] or ["n/a"]) + ".",
+        "- Cost, boundaries and evidence are pooled over the real transcripts; over window, invalid views, "
         "warnings and planted facts over every workload, scenarios included.",
         "",
         "## Engines and arms",
