@@ -341,6 +341,9 @@ def _check_consistency(options: Mapping[str, Any]) -> None:
         )
 
 
+_PAIRED = ("compact_threshold", "target_usage")  # the keys _check_consistency reads
+
+
 def normalize_options(options: Mapping[str, Any]) -> dict[str, Any]:
     """Validate known keys and return them normalized; unknown keys are the caller's business."""
     normalized = {key: _VALIDATORS[key](key, value) for key, value in options.items() if key in _VALIDATORS}
@@ -391,7 +394,8 @@ class _LiveOption:
 
     def __set__(self, owner: Any, value: Any) -> None:  # no __get__: reads come from the instance dict
         value = _VALIDATORS[self.key](self.key, value)
-        _check_consistency({**owner.__dict__, self.key: value})
+        current = owner.__dict__
+        _check_consistency({key: current.get(key) for key in _PAIRED} | {self.key: value})
         owner.__dict__[self.key] = value
         after = _AFTER_SET.get(self.key)
         if after is not None:
