@@ -7,13 +7,17 @@ from __future__ import annotations
 
 import logging
 import math
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 from amplifier_core.testing import MockCoordinator
 
+import amplifier_module_context_simple
 from amplifier_module_context_simple import SimpleContextManager, mount
 from amplifier_module_context_simple.config import DEFAULTS, parse_config
+from amplifier_module_context_simple.manager import FAULT_KEYS
 from tests.conftest import BIG, build, stamped
 
 LOGGER = "amplifier_module_context_simple"
@@ -282,16 +286,11 @@ def test_live_assignments_are_normalized_like_at_mount(caplog):
 def test_fault_stats_hold_every_documented_key_from_the_start():
     stats = SimpleContextManager().fault_stats
     assert stats["spill_write_failures"] == 0  # the README's own example raised KeyError
-    documented = {
-        "hook_emit_failures",
-        "provider_info_failures",
-        "spill_write_failures",
-        "summarization_failures",
-        "system_prompt_factory_failures",
-        "usage_events_ignored",
-        "capability_register_failures",
-        "repair_synthetic_results",
-        "repair_orphans_dropped",
-        "repair_duplicates_dropped",
-    }
-    assert documented <= set(stats) and not any(stats.values())
+    assert set(FAULT_KEYS) <= set(stats) and not any(stats.values())
+
+
+def test_every_counter_the_code_increments_is_declared():
+    package = Path(amplifier_module_context_simple.__file__).parent
+    source = "\n".join(path.read_text(encoding="utf-8") for path in package.glob("*.py"))
+    incremented = set(re.findall(r'_fault_counts\["([a-z_]+)"\]', source))
+    assert len(incremented) >= 8 and incremented <= set(FAULT_KEYS)
