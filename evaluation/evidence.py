@@ -192,15 +192,16 @@ class EvidenceIndex:
     def _key(self, kind: str, raw: Any) -> int:
         """The index of a piece's text, indexing it the first time it is seen."""
         obj = (kind, id(raw))
-        key = self._by_obj.get(obj)
+        key = self._by_obj.get(obj) if isinstance(raw, str) else None  # only an immutable text by identity
         if key is not None:
             return key
         text = piece_text(kind, raw)
         key = self._by_text.get(text)
         if key is None:
             key = self._index(text)
-        self._by_obj[obj] = key
-        self._alive.append(raw)
+        if isinstance(raw, str):
+            self._by_obj[obj] = key
+            self._alive.append(raw)
         return key
 
     def _index(self, text: str) -> int:

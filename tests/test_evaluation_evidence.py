@@ -137,3 +137,13 @@ def test_replay_records_evidence_per_request_and_pools_after_the_first_compactio
     m = run_metrics(run)
     assert m["evidence_requests"] == 1 and m["evidence_needed"] == 3
     assert m["evidence_line_miss"] == pytest.approx(1 / 3) and m["evidence_missed_samples"] == ["load_yaml"]
+
+
+def test_list_content_is_read_by_value_even_when_the_same_list_changes():
+    blocks = [{"type": "text", "text": "def parse_config(path): pass"}]
+    msg = {"role": "user", "content": blocks}
+    idx = indexed(msg)
+    answer = {"role": "assistant", "content": "parse_config again"}
+    assert idx.score([msg], answer).line_kept == 1
+    blocks[0] = {"type": "text", "text": "nothing left here"}  # a view that reuses and edits the list
+    assert idx.score([msg], answer).line_kept == 0
