@@ -15,10 +15,11 @@ from . import cli
 from .arms import ARMS, Arm, arm_by_name, engine_arm, load_engine
 from .cache import Prices
 from .driver import Settings
-from .scenarios import planted_facts
+from .scenarios import retention_scenarios
 from .workloads import SHIPPED_DIR, Workload
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "out"
+ALL_WORKLOADS = Path(__file__).resolve().parent.parent / "tests" / "data" / "workloads"
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -28,10 +29,13 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 
 def choose_workloads(args: argparse.Namespace) -> list[Workload]:
-    """The shipped sessions (or only the user's), plus the planted-fact scenario unless --workload/--no-scenario."""
+    """The shipped sessions (or only the user's; --all-workloads: the 26 test transcripts), plus the
+    retention scenarios unless --workload/--no-scenario."""
     loads = cli.workloads(args.workload, SHIPPED_DIR)
+    if args.all_workloads:
+        loads = (loads if args.workload else []) + cli.workloads([str(ALL_WORKLOADS)], SHIPPED_DIR)
     if args.scenario or (args.scenario is None and not args.workload):
-        loads.append(planted_facts(args.seed))
+        loads += retention_scenarios(args.seed)
     return loads
 
 
@@ -94,8 +98,10 @@ def run(args: argparse.Namespace) -> int:
     data = report.build(arms, runs, settings, engine_labels(arms))
     data["elapsed_s"] = round(time.perf_counter() - started, 1)
     names = [] if args.no_plots else plots.write_all(data, args.out)
+    if args.no_plots:
+        plots.remove_stale(args.out)  # no picture of an earlier run next to this report
     json_path, md_path = report.write(data, args.out, names)
-    report.print_table(data)
+    report.print_table(data, md_path)
     print(f"{len(runs)} runs in {data['elapsed_s']} s; wrote {md_path}, {json_path} and {len(names)} plots")
     return 0
 

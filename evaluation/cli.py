@@ -201,16 +201,19 @@ def main_parser() -> Parser:
     epilog = "arms (--arms NAME,NAME):\n" + "\n".join(f"  {a.name:<18} {a.notes}" for a in ARMS)
     epilog += "\n\nsubcommand: python -m evaluation identity --help (byte-identity check)"
     p = Parser("python -m evaluation", "Replay transcripts through every arm and write the report.", epilog=epilog)
-    add_workload(p, "the shipped sessions plus the planted-fact scenario")
+    add_workload(p, "the shipped sessions plus the planted-fact scenarios")
+    p.add_argument(
+        "--all-workloads", action="store_true", help="also replay the 26 transcripts in tests/data/workloads/"
+    )
     s = p.add_mutually_exclusive_group()
     s.add_argument(
         "--scenario",
         action="store_true",
         default=None,
-        help="add the planted-fact scenario (default: only without --workload)",
+        help="add the planted-fact scenarios (default: only without --workload)",
     )
-    s.add_argument("--no-scenario", dest="scenario", action="store_false", help="leave the planted-fact scenario out")
-    p.add_argument("--seed", type=int, default=7, help="seed of the planted-fact scenario")
+    s.add_argument("--no-scenario", dest="scenario", action="store_false", help="leave the planted-fact scenarios out")
+    p.add_argument("--seed", type=int, default=7, help="first seed of the scenarios")
     p.add_argument("--arms", metavar="NAMES", help="comma-separated arm names (default: all; listed below)")
     p.add_argument(
         "--engine",
@@ -219,7 +222,7 @@ def main_parser() -> Parser:
         metavar="NAME",
         help="another installed context module (entry-point name; repeatable)",
     )
-    add_window_fraction(p, 0.35, "the module's budget as a share of each session's true size")
+    add_window_fraction(p, 0.3, "the module's budget as a share of each session's true size")
     p.add_argument(
         "--max-output-tokens", type=non_negative_int, default=1024, metavar="N", help="the provider's max_output_tokens"
     )

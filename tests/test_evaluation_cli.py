@@ -203,10 +203,12 @@ def test_named_workloads_run_alone_unless_the_scenario_is_asked_for():
     parse = evaluation_main.parse
     assert [w.name for w in choose(parse(["--workload", str(SMALL)]))] == [SMALL.stem]
     named_plus = [w.name for w in choose(parse(["--workload", str(SMALL), "--scenario"]))]
-    assert named_plus == [SMALL.stem, "planted-facts-seed7"]
+    assert named_plus == [SMALL.stem, "retention-seed7", "retention-seed8", "retention-seed9", "retention-seed10"]
     default = [w.name for w in choose(parse([]))]
-    assert "planted-facts-seed7" in default and len(default) > 2
-    assert "planted-facts-seed7" not in [w.name for w in choose(parse(["--no-scenario"]))]
+    assert "retention-seed7" in default and len(default) > 5
+    assert "retention-seed7" not in [w.name for w in choose(parse(["--no-scenario"]))]
+    every = [w.name for w in choose(parse(["--all-workloads", "--no-scenario"]))]
+    assert len(every) == 26 and SMALL.stem in every
 
 
 BAD_OPTIONS = {
@@ -247,7 +249,7 @@ def test_out_that_is_a_file_is_refused_before_the_work(tmp_path, capsys, no_work
 def test_help_shows_defaults_and_every_arm(capsys):
     code, out, _ = run_main(capsys, "--help")
     assert code == 0
-    assert "(default: 0.35)" in out and "(default: 1024)" in out and "(default: 7)" in out
+    assert "(default: 0.3)" in out and "(default: 1024)" in out and "(default: 7)" in out
     for arm in ARMS:
         assert f"  {arm.name} " in out
 
