@@ -12,6 +12,8 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .presets import preset_settings
+
 logger = logging.getLogger("amplifier_module_context_simple")
 
 TOKEN_METER_ESTIMATE = "estimate"
@@ -66,6 +68,12 @@ DEFAULTS: dict[str, Any] = {
     "tool_result_spill_dir": None,
     "replay_last_user_on_compaction": False,
     "max_messages": None,
+    # Evidence-preserving compaction (evidence.py) and presets (presets.py); all off by default.
+    "evidence_supersede": False,
+    "evidence_dedupe": False,
+    "evidence_digest": False,
+    "evidence_digest_tokens": 64,
+    "preset": None,
 }
 
 
@@ -252,6 +260,11 @@ def _max_messages(key: str, value: Any) -> int | None:
     return _int_at_least(2)(key, value)
 
 
+def _preset(key: str, value: Any) -> str | None:
+    preset_settings(value)  # raises, naming the known presets
+    return value
+
+
 _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "max_tokens": _int_at_least(1),
     "compact_threshold": _fraction(low_open=True),
@@ -284,6 +297,11 @@ _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "tool_result_spill_dir": _spill_dir,
     "replay_last_user_on_compaction": _truthy,
     "max_messages": _max_messages,
+    "evidence_supersede": _boolean,
+    "evidence_dedupe": _boolean,
+    "evidence_digest": _boolean,
+    "evidence_digest_tokens": _int_at_least(1),
+    "preset": _preset,
 }
 
 
@@ -299,7 +317,7 @@ def parse_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
     if unknown:
         logger.warning("context-simple: ignoring unknown config keys: %s", ", ".join(map(str, unknown)))
     known = {key: value for key, value in config.items() if key in DEFAULTS}
-    return {**DEFAULTS, **normalize_options(known)}
+    return {**DEFAULTS, **preset_settings(known.get("preset")), **normalize_options(known)}
 
 
 def parse_clear_at_least(value: Any, budget: int) -> int:

@@ -25,8 +25,10 @@ from .config import (
     parse_clear_at_least,
 )
 from .estimate import CountCache, estimate_tokens, seq_of, wire_form
-from .ladder import LadderOps, plan_compaction, protected_tool_indices
+from .evidence import EvidenceMixin
+from .ladder import LadderOps, protected_tool_indices
 from .notice import notice_message
+from .presets import apply_preset
 from .repair import repair_view, scan_clean
 from .replay import build_replay, is_real_user_message
 from .state import apply_snapshot, build_snapshot, validate_snapshot
@@ -43,9 +45,10 @@ Message = dict[str, Any]
 _D = DEFAULTS
 
 
-class SimpleContextManager(TokenMeterMixin, ToolResultMixin, SummaryMixin):
+class SimpleContextManager(TokenMeterMixin, EvidenceMixin, ToolResultMixin, SummaryMixin):
     """In-memory context manager with sticky, cache-friendly, non-destructive compaction."""
 
+    @apply_preset
     def __init__(
         self,
         max_tokens: int = _D["max_tokens"],
@@ -80,6 +83,11 @@ class SimpleContextManager(TokenMeterMixin, ToolResultMixin, SummaryMixin):
         replay_last_user_on_compaction: bool = _D["replay_last_user_on_compaction"],
         max_messages: int | None = _D["max_messages"],
         token_counter: Any = _D["token_counter"],
+        evidence_supersede: bool = _D["evidence_supersede"],
+        evidence_dedupe: bool = _D["evidence_dedupe"],
+        evidence_digest: bool = _D["evidence_digest"],
+        evidence_digest_tokens: int = _D["evidence_digest_tokens"],
+        preset: str | None = _D["preset"],
     ) -> None:
         options = {k: v for k, v in locals().items() if k not in ("self", "hooks", "__class__")}
         for key, value in normalize_options(options).items():
@@ -112,6 +120,7 @@ class SimpleContextManager(TokenMeterMixin, ToolResultMixin, SummaryMixin):
         self._removed_seqs: set[int] = set()
         self._truncated_seqs: set[int] = set()
         self._stubbed_seqs: set[int] = set()
+        self._digests: dict[int, tuple[str, tuple[int, ...]]] = {}  # evidence decisions, by seq (in truncated)
         self._sticky_level = 0
         self._last_compaction_stats: dict[str, Any] | None = None
         self._last_replayed_boundary: tuple[int, int] | None = None
@@ -376,14 +385,7 @@ class SimpleContextManager(TokenMeterMixin, ToolResultMixin, SummaryMixin):
                 "sticky": self._sticky_snapshot(),
                 "budget": budget,
             }
-        plan = plan_compaction(
-            working,
-            system_tokens,
-            target,
-            self.protected_recent,
-            self.protected_tool_results,
-            self._ladder_ops(),
-        )
+        plan = self._plan_compaction(working, system_tokens, target)
         for seq in plan.removed:
             self._record_removed(seq)
         self._truncated_seqs |= plan.truncated - plan.removed
@@ -471,6 +473,7 @@ class SimpleContextManager(TokenMeterMixin, ToolResultMixin, SummaryMixin):
         }
         if self.compaction_strategy == COMPACTION_STRATEGY_SUMMARY:
             stats["messages_absorbed_by_summary"] = self._summary_absorbed_count
+        stats.update(self._evidence_stats(working))
         self._last_compaction_stats = stats
         await self._emit("context:compaction", dict(stats))
         return final

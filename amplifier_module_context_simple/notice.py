@@ -34,6 +34,17 @@ def _affected(level: int, protected_tool_results: int) -> str:
     )
 
 
+def _evidence_line(stats: dict[str, Any]) -> str:
+    """In evidence mode (its stats keys present), what the truncated results still show."""
+    if "results_digested" not in stats:
+        return ""
+    return (
+        f"  ({stats['results_digested']} keep a digest of their key lines, "
+        f"{stats['results_superseded']} superseded by a later identical call, "
+        f"{stats['results_deduped']} without lines a later result repeats)\n"
+    )
+
+
 def notice_text(stats: dict[str, Any], verbosity: str) -> str:
     """The notice body for the given stats; "minimal" is one sentence, anything else the summary."""
     if verbosity == "minimal":
@@ -46,6 +57,7 @@ def notice_text(stats: dict[str, Any], verbosity: str) -> str:
         f"- Messages: {stats['before_messages']} → {stats['after_messages']} "
         f"({stats['messages_removed']} removed, {stats['user_messages_stubbed']} stubbed)\n"
         f"- Tool results: {stats['messages_truncated']} truncated\n"
+        f"{_evidence_line(stats)}"
         f"- Tokens: {stats['before_tokens']:,} → {stats['after_tokens']:,} "
         f"(target: {stats['target_tokens']:,})\n\n"
         "What was preserved:\n"
