@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .driver import Run
+from .evidence import pool_totals, pooled
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -60,7 +61,21 @@ def run_metrics(run: Run) -> dict[str, Any]:
     }
     m.update(estimator_error(ok))
     m.update(fact_retention(run))
+    m.update(evidence_recall(run))
     return m
+
+
+def evidence_recall(run: Run) -> dict[str, Any]:
+    """Evidence line/token miss after the run's first compaction, and its most often missed tokens."""
+    scores = [r.evidence for r in run.requests if r.error is None and r.evidence is not None]
+    out = pooled(scores)
+    out["evidence_real"] = not run.synthetic
+    seen: dict[str, int] = {}
+    for s in scores:
+        for tok in s.missed:
+            seen[tok] = seen.get(tok, 0) + 1
+    out["evidence_missed_samples"] = sorted(seen, key=lambda t: (-seen[t], t))[:8]
+    return out
 
 
 def estimator_error(requests: Iterable[Any]) -> dict[str, float | None]:
@@ -124,6 +139,7 @@ def arm_totals(rows: list[dict[str, Any]], runs: list[Run]) -> dict[str, Any]:
     out["facts_probes"] = sum(probes) / len(probes) if probes else None
     errs = [r["estimator_error_mean"] for r in avail if r["estimator_error_mean"] is not None]
     out["estimator_error_mean"] = sum(errs) / len(errs) if errs else None
+    out.update(pool_totals(r for r in avail if r["evidence_real"]))
     ms = [q.ms for run in runs if run.available for q in run.requests if q.error is None]
     out["ms_p50"], out["ms_p90"] = percentile(ms, 50), percentile(ms, 90)
     out["available"] = bool(avail)

@@ -21,6 +21,8 @@ COLUMNS = [
     ("waste", "cache_waste"),
     ("cost", "cost"),
     ("vs none", "vs_none"),
+    ("evidence line miss", "evidence_line_miss"),
+    ("evidence token miss", "evidence_token_miss"),
     ("over window", "over_window"),
     ("peak/limit", "peak_over_limit"),
     ("orphans", "orphan_tool_results"),
@@ -33,7 +35,8 @@ COLUMNS = [
     ("ms p50", "ms_p50"),
     ("ms p90", "ms_p90"),
 ]
-PERCENT = {"cache_read_share", "facts_final", "facts_probes", "tail_retention", "peak_over_limit"}
+PERCENT = {"evidence_line_miss", "evidence_token_miss"}
+PERCENT |= {"cache_read_share", "facts_final", "facts_probes", "tail_retention", "peak_over_limit"}
 SIGNED = {"vs_none", "estimator_error_mean"}
 
 

@@ -16,6 +16,12 @@ DEFINITIONS = [
     ("waste", "tokens billed again (plain or write) that an earlier request had already cached"),
     ("cost", "billed input: plain x input + writes x cache_write + reads x cache_read (+ summarizer calls)"),
     ("vs none", "cost relative to the no-compaction reference on the same workloads"),
+    (
+        "evidence line / token miss",
+        "real transcripts only, requests from each run's first compaction on: share of the distinctive tokens "
+        "the next assistant message used from earlier messages whose earlier line is not a line of the view "
+        "(line) / that are nowhere in the view (token); see evaluation/evidence.py",
+    ),
     ("over window", "requests whose true prompt exceeds window - max_output_tokens (a provider rejects them)"),
     ("peak/limit", "largest true prompt / (window - max_output_tokens), worst workload"),
     ("orphans / unanswered", "tool results without their call; calls without their result (must be 0)"),
