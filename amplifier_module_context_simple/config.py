@@ -73,6 +73,8 @@ DEFAULTS: dict[str, Any] = {
     "evidence_dedupe": False,
     "evidence_digest": False,
     "evidence_digest_tokens": 64,
+    "evidence_digest_narration": False,
+    "evidence_ledger_share": 0.0,
     "preset": None,
 }
 
@@ -301,6 +303,8 @@ _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "evidence_dedupe": _boolean,
     "evidence_digest": _boolean,
     "evidence_digest_tokens": _int_at_least(1),
+    "evidence_digest_narration": _boolean,
+    "evidence_ledger_share": _fraction(low_open=False, high=0.9),
     "preset": _preset,
 }
 

@@ -10,46 +10,55 @@ appear nowhere else in the view, within a small per-result token budget.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 
 DIGEST = "digest"
 SUPERSEDED = "superseded"
 DEDUPED = "deduped"
-KINDS = (DIGEST, SUPERSEDED, DEDUPED)
+NARRATION = "narration"  # an assistant message's own text, shortened (its tool calls stay whole)
+KINDS = (DIGEST, SUPERSEDED, DEDUPED, NARRATION)
 
 CHARS_PER_TOKEN = 4
 MIN_LINE_CHARS = 8  # shorter lines carry too little to pay for their place
 PRIORITY_BONUS = 3  # an error, a file:line or a summary line outranks three fresh identifiers
 
-_WORD = re.compile(r"[A-Za-z0-9_./:\-]+")
-_DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
-_WITH_DIGIT = re.compile(r"(?=[\w.]*[A-Za-z])(?=[\w.]*\d)[\w.]+")
-_SNAKE = re.compile(r"[A-Za-z0-9]+(?:_[A-Za-z0-9]+)+")
-_CAMEL = re.compile(r"[a-z]+[A-Z]\w*|[A-Z][a-z]+[A-Z]\w*")
-_NUMBER = re.compile(r"\d{3,}")
+_CANDIDATE = re.compile(r"\\[nrt]|\w[\w./\-]*")
+_CAMEL = re.compile(r"[a-z][A-Z]|[A-Z][a-z]+[A-Z]")
+_DIGITS3 = re.compile(r"\d{3}")
+_LETTER = re.compile(r"[^\W\d_]")
 _PRIORITY = re.compile(
     r"Traceback|Error\b|Exception\b|\bFAIL|\bERROR\b|error:|warning:|\bpassed\b|\bfailed\b|"
-    r"\bexit (?:code|status)|returncode|Ran \d+ tests?|^OK\b|\.\w+:\d+|line \d+",
+    r"\bexit (?:code|status)|<returncode>[1-9]|Ran \d+ tests?|^OK\b|\.\w+:\d+|line \d+",
     re.IGNORECASE,
 )
+
+
+def _is_distinctive(token: str) -> bool:
+    """A path, a dotted name, an identifier holding a digit, a snake/camelCase name or a 3+ digit number."""
+    if len(token) < 4:
+        return False
+    if token.isalpha():
+        return not (token.islower() or token.isupper()) and _CAMEL.search(token) is not None
+    if _LETTER.search(token) is None:
+        return _DIGITS3.search(token) is not None
+    if "/" in token:
+        return token.count("/") >= 2 or "." in token or "_" in token or any(c.isdigit() for c in token)
+    if "." in token or "_" in token or any(c.isdigit() for c in token):
+        return True
+    return _CAMEL.search(token) is not None
 
 
 def distinctive_tokens(text: str) -> set[str]:
     """The tokens a later step is likely to need verbatim (4+ characters)."""
     found: set[str] = set()
-    for raw in _WORD.findall(text):
-        token = raw.strip("./:-")
-        if len(token) < 4:
+    for match in _CANDIDATE.finditer(text):
+        token = match.group()
+        if token[0] == "\\":  # an escaped newline or tab, not part of a name
             continue
-        if (
-            ("/" in token and any(c.isalpha() for c in token))
-            or _DOTTED.fullmatch(token)
-            or _WITH_DIGIT.fullmatch(token)
-            or _SNAKE.fullmatch(token)
-            or _CAMEL.fullmatch(token)
-            or _NUMBER.fullmatch(token)
-        ):
+        token = token.rstrip(".-/")
+        if _is_distinctive(token):
             found.add(token)
     return found
 
@@ -112,6 +121,8 @@ def render(text: str, kind: str, indices: tuple[int, ...], original_tokens: int,
     kept = [lines[i] for i in indices if 0 <= i < len(lines)]
     if kind == SUPERSEDED:
         header = f"[superseded: ~{original_tokens:,} tokens - the same call was made again later; see its result]"
+    elif kind == NARRATION:
+        header = f"[earlier reasoning shortened: {len(kept)} of {len(lines)} lines kept]"
     elif kind == DEDUPED:
         omitted = len(lines) - len(kept)
         header = f"[{omitted:,} lines omitted that a later result repeats verbatim - {recovery}]"
@@ -120,8 +131,40 @@ def render(text: str, kind: str, indices: tuple[int, ...], original_tokens: int,
     return "\n".join([header, *kept])
 
 
+def is_priority(line: str) -> bool:
+    """An error or traceback line, a ``file:line`` reference, a test summary or an exit line."""
+    return _PRIORITY.search(line) is not None
+
+
+def _strings(value: object, out: list[str]) -> None:
+    if isinstance(value, str):
+        out.append(value)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _strings(item, out)
+    elif isinstance(value, list):
+        for item in value:
+            _strings(item, out)
+
+
+def argument_texts(message: dict) -> list[str]:
+    """The string values of a message's tool-call arguments (JSON decoded when it parses)."""
+    out: list[str] = []
+    for call in message.get("tool_calls") or []:
+        function = call.get("function") if isinstance(call, dict) else None
+        arguments = function.get("arguments") if isinstance(function, dict) else None
+        if isinstance(arguments, str):
+            try:
+                _strings(json.loads(arguments), out)
+            except ValueError:
+                out.append(arguments)
+        else:
+            _strings(arguments, out)
+    return out
+
+
 def message_text(message: dict) -> str:
-    """The text a model reads in a message: its content and its tool calls' arguments."""
+    """The text a model reads in a message: its content and its tool calls' argument values."""
     content = message.get("content")
     if isinstance(content, str):
         parts = [content]
@@ -129,9 +172,4 @@ def message_text(message: dict) -> str:
         parts = [b.get("text", "") for b in content if isinstance(b, dict) and isinstance(b.get("text"), str)]
     else:
         parts = []
-    for call in message.get("tool_calls") or []:
-        function = call.get("function") if isinstance(call, dict) else None
-        arguments = function.get("arguments") if isinstance(function, dict) else None
-        if isinstance(arguments, str):
-            parts.append(arguments)
-    return "\n".join(parts)
+    return "\n".join(parts + argument_texts(message))

@@ -87,6 +87,8 @@ class SimpleContextManager(TokenMeterMixin, EvidenceMixin, ToolResultMixin, Summ
         evidence_dedupe: bool = _D["evidence_dedupe"],
         evidence_digest: bool = _D["evidence_digest"],
         evidence_digest_tokens: int = _D["evidence_digest_tokens"],
+        evidence_digest_narration: bool = _D["evidence_digest_narration"],
+        evidence_ledger_share: float = _D["evidence_ledger_share"],
         preset: str | None = _D["preset"],
     ) -> None:
         options = {k: v for k, v in locals().items() if k not in ("self", "hooks", "__class__")}
@@ -121,6 +123,7 @@ class SimpleContextManager(TokenMeterMixin, EvidenceMixin, ToolResultMixin, Summ
         self._truncated_seqs: set[int] = set()
         self._stubbed_seqs: set[int] = set()
         self._digests: dict[int, tuple[str, tuple[int, ...]]] = {}  # evidence decisions, by seq (in truncated)
+        self._ledger: tuple[int, str, int] | None = None  # (anchor seq, text, removed count): evidence.py
         self._sticky_level = 0
         self._last_compaction_stats: dict[str, Any] | None = None
         self._last_replayed_boundary: tuple[int, int] | None = None
@@ -363,7 +366,7 @@ class SimpleContextManager(TokenMeterMixin, EvidenceMixin, ToolResultMixin, Summ
         swapped = False
         if self.compaction_strategy == COMPACTION_STRATEGY_SUMMARY and self._pending_summary is not None:
             non_system, swapped = self._swap_in_pending_summary(non_system)
-        working = self._apply_sticky_decisions(non_system)
+        working = self._with_ledger(self._apply_sticky_decisions(non_system))
         system_tokens = counts.total(system)
         current = system_tokens + counts.total(working)
         target = int(budget * self.target_usage)

@@ -38,11 +38,14 @@ def _evidence_line(stats: dict[str, Any]) -> str:
     """In evidence mode (its stats keys present), what the truncated results still show."""
     if "results_digested" not in stats:
         return ""
-    return (
+    line = (
         f"  ({stats['results_digested']} keep a digest of their key lines, "
         f"{stats['results_superseded']} superseded by a later identical call, "
         f"{stats['results_deduped']} without lines a later result repeats)\n"
     )
+    if stats.get("ledger_lines"):
+        line += f"- {stats['ledger_lines']} key lines of removed messages are kept where they were\n"
+    return line
 
 
 def notice_text(stats: dict[str, Any], verbosity: str) -> str:

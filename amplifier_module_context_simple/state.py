@@ -46,6 +46,7 @@ FIELDS: tuple[Field, ...] = (
     Field("sticky", "stubbed_seqs", "_stubbed_seqs", "seqs"),
     Field("sticky", "level", "_sticky_level", "count"),
     Field("sticky", "digests", "_digests", "digests"),
+    Field("sticky", "ledger", "_ledger", "ledger"),
     Field("compaction", "last_stats", "_last_compaction_stats", "stats"),
     Field("meter", "last_measured_prompt_tokens", "_last_measured_prompt_tokens", "opt_count"),
     Field("meter", "anchor_seq", "_anchor_seq", "opt_position"),
@@ -70,7 +71,7 @@ FIELDS: tuple[Field, ...] = (
     Field("replay", "last_boundary", "_last_replayed_boundary", "boundary"),
 )
 # Keys added after version 1 shipped: a snapshot without them is read as holding the empty value.
-OPTIONAL: dict[tuple[str, str], Any] = {("sticky", "digests"): []}
+OPTIONAL: dict[tuple[str, str], Any] = {("sticky", "digests"): [], ("sticky", "ledger"): None}
 GROUPS: tuple[str, ...] = tuple(dict.fromkeys(field.group for field in FIELDS))
 
 # Manager attributes deliberately NOT in a snapshot, and why (tests check every attribute is classified).
@@ -88,6 +89,7 @@ NOT_SAVED: dict[str, str] = {
     "_counts_key": "cache",
     "_count_cache": "cache (per-_seq counts, recomputed on demand)",
     "_derived": "cache (truncated and stubbed rewrites, recomputed on demand)",
+    "_ledger_cache": "cache (the ledger message object, rebuilt from sticky.ledger on demand)",
     "_escalation_allowed": "set and reset within one request",
     "_clear_at_least_pending": "set and reset within one request",
     "_clear_at_least_last_refused": "set and reset within one request",
@@ -166,6 +168,8 @@ def _encode(kind: str, value: Any) -> Any:
         return None if value is None else {"seqs": sorted(value["seqs"]), "text": value["text"]}
     if kind == "digests":
         return [[seq, k, list(lines)] for seq, (k, lines) in sorted(value.items())]
+    if kind == "ledger":
+        return None if value is None else {"anchor": value[0], "text": value[1], "removed": value[2]}
     return value
 
 
@@ -254,6 +258,17 @@ def _digests(value: Any, where: str, message_count: int) -> dict[int, tuple[str,
     return out
 
 
+def _ledger(value: Any, where: str, message_count: int) -> tuple[int, str, int] | None:
+    """The evidence ledger: the seq it is anchored after, its text, and how many removals it covers."""
+    if value is None:
+        return None
+    ok = isinstance(value, dict) and set(value) == {"anchor", "text", "removed"} and isinstance(value["text"], str)
+    if not ok or not _is_count(value["removed"]):
+        raise _refuse(f"{where} must be null or an object with 'anchor', 'text' and 'removed'")
+    (anchor,) = _seqs([value["anchor"]], f"{where}.anchor", message_count)
+    return (anchor, value["text"], value["removed"])
+
+
 def _boundary(value: Any, where: str) -> tuple[int, int] | None:
     if value is None:
         return None
@@ -288,6 +303,8 @@ def _value(field: Field, value: Any, message_count: int) -> Any:
         return _pending(value, where, message_count)
     if field.kind == "digests":
         return _digests(value, where, message_count)
+    if field.kind == "ledger":
+        return _ledger(value, where, message_count)
     return _scalar(field.kind, value, where, message_count)
 
 

@@ -66,6 +66,7 @@ ARMS: list[Arm] = [
         {"evidence_supersede": True, "evidence_dedupe": True, "evidence_digest": True},
         "evidence: supersession, dedupe and digests together",
     ),
+    Arm("ev_narration", {"evidence_digest_narration": True}, "evidence: older reasoning keeps its key lines"),
     Arm("preset_evidence", {"preset": "evidence"}, "the shipped `evidence` preset"),
     Arm("notice_minimal", {"compaction_notice_verbosity": "minimal"}, "the one-sentence compaction notice"),
     Arm(
