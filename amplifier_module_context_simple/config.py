@@ -68,12 +68,7 @@ DEFAULTS: dict[str, Any] = {
     "tool_result_spill_dir": None,
     "replay_last_user_on_compaction": False,
     "max_messages": None,
-    # Evidence-preserving compaction (evidence.py) and presets (presets.py); all off by default.
-    "evidence_supersede": False,
-    "evidence_dedupe": False,
-    "evidence_digest": False,
-    "evidence_digest_tokens": 64,
-    "evidence_digest_narration": False,
+    # Evidence-preserving compaction (evidence.py, ledger.py) and presets (presets.py); off by default.
     "evidence_ledger_share": 0.0,
     "preset": None,
 }
@@ -299,11 +294,6 @@ _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "tool_result_spill_dir": _spill_dir,
     "replay_last_user_on_compaction": _truthy,
     "max_messages": _max_messages,
-    "evidence_supersede": _boolean,
-    "evidence_dedupe": _boolean,
-    "evidence_digest": _boolean,
-    "evidence_digest_tokens": _int_at_least(1),
-    "evidence_digest_narration": _boolean,
     "evidence_ledger_share": _fraction(low_open=False, high=0.9),
     "preset": _preset,
 }

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import digest as dg
+from . import evidence_text as et
 from .estimate import seq_of
 
 Message = dict[str, Any]
@@ -28,8 +28,8 @@ def source_lines(message: Message) -> list[str]:
     """The stripped lines of a message's text and arguments that are long enough to carry evidence."""
     content = message.get("content")
     texts = [content] if isinstance(content, str) else []
-    texts += dg.argument_texts(message)
-    return [s for text in texts for line in text.split("\n") if len(s := line.strip()) >= dg.MIN_LINE_CHARS]
+    texts += et.argument_texts(message)
+    return [s for text in texts for line in text.split("\n") if len(s := line.strip()) >= et.MIN_LINE_CHARS]
 
 
 def select(removed: list[Message], known: set[str], budget_tokens: int) -> list[str]:
@@ -38,19 +38,21 @@ def select(removed: list[Message], known: set[str], budget_tokens: int) -> list[
     seen: set[str] = set()
     for position, message in enumerate(removed):
         for line in source_lines(message):
-            if line in seen or len(line) > budget_tokens * dg.CHARS_PER_TOKEN:
+            if line in seen or len(line) > budget_tokens * et.CHARS_PER_TOKEN:
                 continue
             seen.add(line)
-            tokens = dg.distinctive_tokens(line) - known
-            bonus = dg.PRIORITY_BONUS if dg.is_priority(line) else 0
+            tokens = et.distinctive_tokens(line) - known
+            bonus = et.PRIORITY_BONUS if et.is_priority(line) else 0
             if tokens or bonus:
-                candidates.append((len(tokens) + bonus, position, line, tokens, bonus))
+                cost = len(line) // et.CHARS_PER_TOKEN + 1
+                recency = 1 + position / max(1, len(removed))
+                candidates.append(((len(tokens) + bonus) * recency / cost, position, line, tokens, bonus))
     candidates.sort(key=lambda c: (-c[0], -c[1], c[2]))
     chosen: list[tuple[int, str]] = []
     covered: set[str] = set()
     left = budget_tokens
     for _score, position, line, tokens, bonus in candidates:
-        cost = len(line) // dg.CHARS_PER_TOKEN + 1
+        cost = len(line) // et.CHARS_PER_TOKEN + 1
         if cost > left or not (tokens - covered or bonus):
             continue
         chosen.append((position, line))
@@ -60,7 +62,13 @@ def select(removed: list[Message], known: set[str], budget_tokens: int) -> list[
 
 
 def ledger_text(lines: list[str], count: int) -> str:
+    """The ledger's text: envelope, a preamble saying what it is, the kept lines in history order."""
     return "\n".join([_OPEN, _PREAMBLE.format(count=count), *lines, "</system-reminder>"])
+
+
+def line_count(text: str) -> int:
+    """How many kept lines a ledger text holds (envelope and preamble excluded)."""
+    return max(0, text.count("\n") - 2)
 
 
 def ledger_message(text: str) -> Message:

@@ -83,11 +83,6 @@ class SimpleContextManager(TokenMeterMixin, EvidenceMixin, ToolResultMixin, Summ
         replay_last_user_on_compaction: bool = _D["replay_last_user_on_compaction"],
         max_messages: int | None = _D["max_messages"],
         token_counter: Any = _D["token_counter"],
-        evidence_supersede: bool = _D["evidence_supersede"],
-        evidence_dedupe: bool = _D["evidence_dedupe"],
-        evidence_digest: bool = _D["evidence_digest"],
-        evidence_digest_tokens: int = _D["evidence_digest_tokens"],
-        evidence_digest_narration: bool = _D["evidence_digest_narration"],
         evidence_ledger_share: float = _D["evidence_ledger_share"],
         preset: str | None = _D["preset"],
     ) -> None:
@@ -122,7 +117,6 @@ class SimpleContextManager(TokenMeterMixin, EvidenceMixin, ToolResultMixin, Summ
         self._removed_seqs: set[int] = set()
         self._truncated_seqs: set[int] = set()
         self._stubbed_seqs: set[int] = set()
-        self._digests: dict[int, tuple[str, tuple[int, ...]]] = {}  # evidence decisions, by seq (in truncated)
         self._ledger: tuple[int, str, int] | None = None  # (anchor seq, text, removed count): evidence.py
         self._sticky_level = 0
         self._last_compaction_stats: dict[str, Any] | None = None

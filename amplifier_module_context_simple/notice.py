@@ -35,17 +35,10 @@ def _affected(level: int, protected_tool_results: int) -> str:
 
 
 def _evidence_line(stats: dict[str, Any]) -> str:
-    """In evidence mode (its stats keys present), what the truncated results still show."""
-    if "results_digested" not in stats:
+    """In evidence mode (its stats keys present), where the removed messages' key lines are."""
+    if not stats.get("ledger_lines"):
         return ""
-    line = (
-        f"  ({stats['results_digested']} keep a digest of their key lines, "
-        f"{stats['results_superseded']} superseded by a later identical call, "
-        f"{stats['results_deduped']} without lines a later result repeats)\n"
-    )
-    if stats.get("ledger_lines"):
-        line += f"- {stats['ledger_lines']} key lines of removed messages are kept where they were\n"
-    return line
+    return f"- {stats['ledger_lines']} key lines of removed messages are kept where they were\n"
 
 
 def notice_text(stats: dict[str, Any], verbosity: str) -> str:

@@ -14,12 +14,20 @@ from typing import Any
 
 PRESETS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
     {
-        # Evidence-preserving compaction: pay less and forget less (measured in docs/evidence-compaction.md).
+        # Forget much less for about the default's cost: the ledger keeps removed messages' key lines.
         "evidence": MappingProxyType(
             {
-                "evidence_supersede": True,
-                "evidence_digest": True,
+                "evidence_ledger_share": 0.7,
                 "target_usage": 0.30,
+                "compaction_notice_verbosity": "minimal",
+            }
+        ),
+        # Pay less, and still forget less than the default.
+        "evidence_lean": MappingProxyType(
+            {
+                "evidence_ledger_share": 0.7,
+                "target_usage": 0.15,
+                "compaction_notice_verbosity": "minimal",
             }
         ),
     }

@@ -20,7 +20,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .digest import KINDS as DIGEST_KINDS
 from .estimate import SEQ_KEY
 from .token_meter import METER_KIND_ESTIMATED, METER_KIND_NONE, METER_KIND_USAGE
 
@@ -45,7 +44,6 @@ FIELDS: tuple[Field, ...] = (
     Field("sticky", "truncated_seqs", "_truncated_seqs", "seqs"),
     Field("sticky", "stubbed_seqs", "_stubbed_seqs", "seqs"),
     Field("sticky", "level", "_sticky_level", "count"),
-    Field("sticky", "digests", "_digests", "digests"),
     Field("sticky", "ledger", "_ledger", "ledger"),
     Field("compaction", "last_stats", "_last_compaction_stats", "stats"),
     Field("meter", "last_measured_prompt_tokens", "_last_measured_prompt_tokens", "opt_count"),
@@ -71,7 +69,7 @@ FIELDS: tuple[Field, ...] = (
     Field("replay", "last_boundary", "_last_replayed_boundary", "boundary"),
 )
 # Keys added after version 1 shipped: a snapshot without them is read as holding the empty value.
-OPTIONAL: dict[tuple[str, str], Any] = {("sticky", "digests"): [], ("sticky", "ledger"): None}
+OPTIONAL: dict[tuple[str, str], Any] = {("sticky", "ledger"): None}
 GROUPS: tuple[str, ...] = tuple(dict.fromkeys(field.group for field in FIELDS))
 
 # Manager attributes deliberately NOT in a snapshot, and why (tests check every attribute is classified).
@@ -166,8 +164,6 @@ def _encode(kind: str, value: Any) -> Any:
         return None if value is None else json.loads(json.dumps(value, default=str))
     if kind == "pending":
         return None if value is None else {"seqs": sorted(value["seqs"]), "text": value["text"]}
-    if kind == "digests":
-        return [[seq, k, list(lines)] for seq, (k, lines) in sorted(value.items())]
     if kind == "ledger":
         return None if value is None else {"anchor": value[0], "text": value[1], "removed": value[2]}
     return value
@@ -184,8 +180,6 @@ def build_snapshot(manager: Any) -> dict[str, Any]:
         snapshot[group] = {}
     for field in FIELDS:
         snapshot[field.group][field.key] = _encode(field.kind, getattr(manager, field.attribute))
-    sticky = snapshot["sticky"]  # a clear-at-least rollback can leave a decision that no longer applies
-    sticky["digests"] = [d for d in sticky["digests"] if d[0] in manager._truncated_seqs]
     return snapshot
 
 
@@ -242,22 +236,6 @@ def _pending(value: Any, where: str, message_count: int) -> dict[str, Any] | Non
     return {"seqs": frozenset(_seqs(value["seqs"], f"{where}.seqs", message_count)), "text": value["text"]}
 
 
-def _digests(value: Any, where: str, message_count: int) -> dict[int, tuple[str, tuple[int, ...]]]:
-    """Evidence decisions: ``[seq, kind, [line indices]]`` triples (see evidence.py)."""
-    if not isinstance(value, list):
-        raise _refuse(f"{where} must be a list of [position, kind, [line indices]]")
-    out: dict[int, tuple[str, tuple[int, ...]]] = {}
-    for item in value:
-        ok = isinstance(item, list) and len(item) == 3 and item[1] in DIGEST_KINDS and isinstance(item[2], list)
-        if not ok or not all(map(_is_count, item[2])):
-            raise _refuse(f"{where} holds {item!r}, not [position, kind, [line indices]]")
-        (seq,) = _seqs([item[0]], where, message_count)
-        if seq in out:
-            raise _refuse(f"{where} repeats a position")
-        out[seq] = (item[1], tuple(item[2]))
-    return out
-
-
 def _ledger(value: Any, where: str, message_count: int) -> tuple[int, str, int] | None:
     """The evidence ledger: the seq it is anchored after, its text, and how many removals it covers."""
     if value is None:
@@ -301,8 +279,6 @@ def _value(field: Field, value: Any, message_count: int) -> Any:
         return _boundary(value, where)
     if field.kind == "pending":
         return _pending(value, where, message_count)
-    if field.kind == "digests":
-        return _digests(value, where, message_count)
     if field.kind == "ledger":
         return _ledger(value, where, message_count)
     return _scalar(field.kind, value, where, message_count)
@@ -351,8 +327,6 @@ def validate_snapshot(state: Any, messages: Sequence[dict[str, Any]]) -> dict[st
     values = {field.attribute: _value(field, state[field.group][field.key], count) for field in FIELDS}
     if values["_removed_seqs"] & (values["_truncated_seqs"] | values["_stubbed_seqs"]):
         raise _refuse("malformed state: a removed position is also marked truncated or stubbed")
-    if set(values["_digests"]) - values["_truncated_seqs"]:
-        raise _refuse("malformed state: an evidence digest is recorded for a position not marked truncated")
     return values
 
 

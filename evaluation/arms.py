@@ -58,32 +58,10 @@ ARMS: list[Arm] = [
     Arm("counter_content", {"token_counter": "content"}, "module sizes with the billable-content counter"),
     Arm("counter_tiktoken", {"token_counter": "tiktoken:o200k_base"}, "module sizes with exact o200k counts"),
     Arm("target_0.3", {"target_usage": 0.3}, "compact deeper: the cheaper setting the evidence work is to beat"),
-    Arm("ev_supersede", {"evidence_supersede": True}, "evidence: stale results (same call later) go first"),
-    Arm("ev_dedupe", {"evidence_dedupe": True}, "evidence: lines a later result repeats are kept once"),
-    Arm("ev_digest", {"evidence_digest": True}, "evidence: a digest of key lines instead of truncation"),
-    Arm(
-        "ev_all",
-        {"evidence_supersede": True, "evidence_dedupe": True, "evidence_digest": True},
-        "evidence: supersession, dedupe and digests together",
-    ),
-    Arm("ev_narration", {"evidence_digest_narration": True}, "evidence: older reasoning keeps its key lines"),
-    Arm("preset_evidence", {"preset": "evidence"}, "the shipped `evidence` preset"),
     Arm("notice_minimal", {"compaction_notice_verbosity": "minimal"}, "the one-sentence compaction notice"),
-    Arm(
-        "ev_all_t0.3_min",
-        {
-            "evidence_supersede": True,
-            "evidence_digest": True,
-            "target_usage": 0.3,
-            "compaction_notice_verbosity": "minimal",
-        },
-        "evidence, compact deeper, minimal notice",
-    ),
-    Arm(
-        "t0.3_min",
-        {"target_usage": 0.3, "compaction_notice_verbosity": "minimal"},
-        "compact deeper, minimal notice (no evidence pass)",
-    ),
+    Arm("ev_ledger", {"evidence_ledger_share": 0.5}, "evidence: removed messages leave their key lines (ledger)"),
+    Arm("preset_evidence", {"preset": "evidence"}, "the shipped `evidence` preset"),
+    Arm("preset_evidence_lean", {"preset": "evidence_lean"}, "the shipped `evidence_lean` preset"),
 ]
 
 
