@@ -14,21 +14,23 @@ from typing import Any
 from .arms import ARMS, Arm, arm_by_name, engine_arm, load_engine
 from .cache import Prices
 from .driver import Settings
-from .scenarios import planted_facts
+from .scenarios import retention_scenarios
 from .workloads import Workload, load_path, shipped
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "out"
+ALL_WORKLOADS = Path(__file__).resolve().parent.parent / "tests" / "data" / "workloads"
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
     """Command-line options of the main run."""
     p = argparse.ArgumentParser(prog="python -m evaluation", description=__doc__)
     p.add_argument("--workload", action="append", help="a .jsonl session or a folder of them (repeatable)")
-    p.add_argument("--no-scenario", action="store_true", help="skip the generated planted-fact scenario")
-    p.add_argument("--seed", type=int, default=7, help="seed of the planted-fact scenario")
+    p.add_argument("--all-workloads", action="store_true", help="replay the 26 transcripts in tests/data/workloads/")
+    p.add_argument("--no-scenario", action="store_true", help="skip the generated planted-fact scenarios")
+    p.add_argument("--seed", type=int, default=7, help="first seed of the planted-fact scenarios")
     p.add_argument("--arms", help="comma-separated arm names (default: all)")
     p.add_argument("--engine", action="append", default=[], help="another installed context module (repeatable)")
-    p.add_argument("--window-fraction", type=float, default=0.35, help="budget as a share of the session size")
+    p.add_argument("--window-fraction", type=float, default=0.3, help="budget as a share of the session size")
     p.add_argument("--max-output-tokens", type=int, default=1024)
     p.add_argument("--request-overhead", type=int, default=0, help="tokens of tool schemas etc. per request")
     p.add_argument("--price-input", type=float, default=1.0)
@@ -42,10 +44,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 
 def choose_workloads(args: argparse.Namespace) -> list[Workload]:
-    """The shipped sessions (or the user's), plus the planted-fact scenario."""
+    """The shipped sessions (or the user's, or all 26 test transcripts), plus the planted-fact scenarios."""
     loads = [w for path in args.workload for w in load_path(path)] if args.workload else shipped()
+    if args.all_workloads:
+        loads = (loads if args.workload else []) + load_path(ALL_WORKLOADS)
     if not args.no_scenario:
-        loads.append(planted_facts(args.seed))
+        loads += retention_scenarios(args.seed)
     return loads
 
 
@@ -108,8 +112,10 @@ def run(args: argparse.Namespace) -> int:
     data = report.build(arms, runs, settings, engine_labels(arms))
     data["elapsed_s"] = round(time.perf_counter() - started, 1)
     names = [] if args.no_plots else plots.write_all(data, args.out)
+    if args.no_plots:
+        plots.remove_stale(args.out)  # no picture of an earlier run next to this report
     json_path, md_path = report.write(data, args.out, names)
-    report.print_table(data)
+    report.print_table(data, md_path)
     print(f"{len(runs)} runs in {data['elapsed_s']} s; wrote {md_path}, {json_path} and {len(names)} plots")
     return 0
 

@@ -35,6 +35,8 @@ class Arm:
 ARMS: list[Arm] = [
     Arm("none", {}, "reference: no compaction, the whole history every request", PASSTHROUGH),
     Arm("progressive", {}, "the default configuration"),
+    Arm("target_0.3", {"target_usage": 0.3}, "compacts deeper: down to 30% of the budget (default 50%)"),
+    Arm("target_0.2", {"target_usage": 0.2}, "compacts deeper still: down to 20% of the budget"),
     Arm("tool_budget_head", {"tool_result_budget_tokens": 250}, "truncated tool results keep 1,000 head chars"),
     Arm(
         "head_tail",

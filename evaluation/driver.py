@@ -11,6 +11,7 @@ import asyncio
 import hashlib
 import inspect
 import logging
+import re
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -239,7 +240,7 @@ async def _request(ctx, provider, answer, req, prev, run, workload, originals, d
 def _estimate(ctx: Any, view: list[dict]) -> tuple[int, str]:
     sent = getattr(ctx, "_last_sent_estimate", None)
     if isinstance(sent, int) and not isinstance(sent, bool):
-        return sent, "the module's own estimate of the view it sent (_last_sent_estimate)"
+        return sent, "the module's own estimate of the view it sent"
     return sum(len(str(m)) // 4 for m in view), "len(str(message))//4 over the view (upstream estimator)"
 
 
@@ -293,6 +294,16 @@ def tail_retention(view: list[dict], originals: dict[str, Any]) -> tuple[int, in
     return truncated, kept
 
 
+WARNING_CHARS = 300
+WARNING_SHAPES = 5
+SHAPE_CHARS = 120  # enough to tell kinds apart; a cut message still matches its kind
+
+
+def message_shape(text: str) -> str:
+    """A message's start with its numbers blanked: messages that differ only in numbers are one kind."""
+    return re.sub(r"\d[\d,.]*", "N", text)[:SHAPE_CHARS]
+
+
 class _CountWarnings(logging.Handler):
     """Counts the engine's WARNING+ log records into the run (and keeps them off the terminal)."""
 
@@ -302,9 +313,10 @@ class _CountWarnings(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         self.run.warnings += 1
-        text = record.getMessage()[:200]
-        if len(self.run.warning_samples) < 3 and text not in self.run.warning_samples:
-            self.run.warning_samples.append(text)
+        text = record.getMessage()[:WARNING_CHARS]
+        shapes = {message_shape(t) for t in self.run.warning_samples}
+        if len(self.run.warning_samples) < WARNING_SHAPES and message_shape(text) not in shapes:
+            self.run.warning_samples.append(text)  # one example per kind of message
 
     def __enter__(self) -> _CountWarnings:
         logging.getLogger().addHandler(self)

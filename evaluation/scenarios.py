@@ -111,3 +111,56 @@ def planted_facts(seed: int = 7, tool_results: int = 24, tool_chars: int = 2500)
     probes.append(b.requests)
     name = f"planted-facts-seed{seed}"
     return Workload(name, b.messages, facts, retracted, sorted(set(probes)), source=f"generated, seed {seed}")
+
+
+PLACES = ("user", "head", "middle", "end", "correction")
+RESULT_SIZES = (300, 1200, 4000, 10000)  # chars: a short command, a listing, a file, a long log
+RETENTION_SEEDS = 4
+RETENTION_TOOL_RESULTS = 30
+EARLY_USER_TURNS = 3
+
+
+def fact_place(name: str) -> str:
+    """Where a retention fact was planted: user, head, middle, end (of a tool result) or correction."""
+    return name.split("/", 1)[0] if "/" in name else name
+
+
+def retention_scenario(seed: int, tool_results: int = RETENTION_TOOL_RESULTS) -> Workload:
+    """A seeded retention test: 2 facts in each early user turn, one fact per tool result at its head,
+    middle or end (rotating), results of mixed sizes in random order, and a mid-session correction."""
+    rng = random.Random(f"retention-{seed}")
+    b = _Builder(rng)
+    facts: dict[str, str] = {}
+    retracted = _code(rng, "INSTR")
+    for t in range(EARLY_USER_TURNS):
+        a, c = _code(rng, f"REQ{t}A"), _code(rng, f"REQ{t}B")
+        facts[f"user/turn{t}a"], facts[f"user/turn{t}b"] = a, c
+        extra = f" Instruction {retracted}: use the batch pipeline." if t == 1 else ""
+        b.user(f"Requirement {a}: {_line(rng, 12)}. Requirement {c}: {_line(rng, 10)}.{extra}")
+        b.say(f"Noted. {_line(rng, 8)}.")
+    probes: list[int] = []
+    for k in range(tool_results):
+        place = ("head", "middle", "end")[(k + seed) % 3]
+        fact = _code(rng, f"F{k:02d}")
+        facts[f"{place}/result{k:02d}"] = fact
+        spots = {p: (fact if p == place else "") for p in ("head", "middle", "end")}
+        b.tool(_tool_output(rng, rng.choice(RESULT_SIZES), spots["head"], spots["middle"], spots["end"]))
+        if k == tool_results // 2:
+            facts["correction"] = _code(rng, "CORRECTION")
+            b.user(f"Correction {facts['correction']}: do NOT use the batch pipeline; use the streaming one.")
+            b.say("Switching to the streaming pipeline as corrected.")
+            probes.append(b.requests)
+        elif k % 4 == 3:
+            b.user(f"Status? {_line(rng, 30)}")
+            b.say(f"Progress: {_line(rng, 25)}")
+    probes.append(b.requests)
+    b.user("Final check: list every requirement, every NOTE you saw, and the pipeline you used.")
+    b.say("Done.")
+    probes.append(b.requests)
+    name = f"retention-seed{seed}"
+    return Workload(name, b.messages, facts, retracted, sorted(set(probes)), source=f"generated, seed {seed}")
+
+
+def retention_scenarios(first_seed: int = 7, seeds: int = RETENTION_SEEDS) -> list[Workload]:
+    """The retention test: `seeds` scenarios with consecutive seeds."""
+    return [retention_scenario(first_seed + i) for i in range(seeds)]
