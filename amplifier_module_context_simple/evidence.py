@@ -46,7 +46,7 @@ class EvidenceMixin:
             known |= self._evidence_tokens(message)
         # Stubbed user turns lost their words too: their full text is a source like a removed message's.
         gone = removed | self._stubbed_seqs | plan.stubbed
-        sources = [m for m in self.messages if seq_of(m) in gone and m.get("role") != "system"]
+        sources = [self._ledger_lines(m) for m in self.messages if seq_of(m) in gone and m.get("role") != "system"]
         empty = ledger.ledger_message(ledger.ledger_text([], len(removed)))
         # The ledger's share is its own even when the protected floor already fills the rest, as long
         # as the view stays well under the trigger (else every request would compact again).
@@ -75,6 +75,10 @@ class EvidenceMixin:
         if self._ledger is None or self._ledger[2] != len(self._removed_seqs):
             return working  # none, or a clear-at-least refusal rolled its removals back
         return ledger.insert(working, self._ledger[0], self._ledger_message())
+
+    def _ledger_lines(self, message: Message) -> tuple[ledger.Line, ...]:
+        """A stored message's evidence lines, analysed once per ``_seq``."""
+        return self._derive(message, "ledger-lines", None, lambda: ledger.analyse(message))
 
     def _evidence_tokens(self, message: Message) -> frozenset[str]:
         """Distinctive tokens of a message's text, memoized per ``_seq`` (and per rewrite)."""

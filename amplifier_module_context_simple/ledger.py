@@ -32,20 +32,29 @@ def source_lines(message: Message) -> list[str]:
     return [s for text in texts for line in text.split("\n") if len(s := line.strip()) >= et.MIN_LINE_CHARS]
 
 
-def select(removed: list[Message], known: set[str], budget_tokens: int) -> list[str]:
-    """Lines of ``removed`` (oldest first) to keep: the most new identifiers first, later messages on ties."""
+Line = tuple[str, frozenset[str], bool]  # (stripped line, its distinctive tokens, is it a priority line)
+
+
+def analyse(message: Message) -> tuple[Line, ...]:
+    """A message's evidence lines with their tokens (pure, so the caller can memoize it per ``_seq``)."""
+    return tuple((line, frozenset(et.distinctive_tokens(line)), et.is_priority(line)) for line in source_lines(message))
+
+
+def select(sources: list[tuple[Line, ...]], known: set[str], budget_tokens: int) -> list[str]:
+    """Lines to keep from ``sources`` (analysed messages, oldest first): the most identifiers not in
+    ``known`` per token of line, weighted toward later messages; priority lines earn a bonus."""
     candidates = []
     seen: set[str] = set()
-    for position, message in enumerate(removed):
-        for line in source_lines(message):
+    for position, lines in enumerate(sources):
+        recency = 1 + position / max(1, len(sources))
+        for line, all_tokens, priority in lines:
             if line in seen or len(line) > budget_tokens * et.CHARS_PER_TOKEN:
                 continue
             seen.add(line)
-            tokens = et.distinctive_tokens(line) - known
-            bonus = et.PRIORITY_BONUS if et.is_priority(line) else 0
+            tokens = all_tokens - known
+            bonus = et.PRIORITY_BONUS if priority else 0
             if tokens or bonus:
                 cost = len(line) // et.CHARS_PER_TOKEN + 1
-                recency = 1 + position / max(1, len(removed))
                 candidates.append(((len(tokens) + bonus) * recency / cost, position, line, tokens, bonus))
     candidates.sort(key=lambda c: (-c[0], -c[1], c[2]))
     chosen: list[tuple[int, str]] = []

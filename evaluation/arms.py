@@ -59,7 +59,6 @@ ARMS: list[Arm] = [
     ),
     Arm("counter_content", {"token_counter": "content"}, "module sizes with the billable-content counter"),
     Arm("counter_tiktoken", {"token_counter": "tiktoken:o200k_base"}, "module sizes with exact o200k counts"),
-    Arm("target_0.3", {"target_usage": 0.3}, "compact deeper: the cheaper setting the evidence work is to beat"),
     Arm("notice_minimal", {"compaction_notice_verbosity": "minimal"}, "the one-sentence compaction notice"),
     Arm("ev_ledger", {"evidence_ledger_share": 0.5}, "evidence: removed messages leave their key lines (ledger)"),
     Arm("preset_evidence", {"preset": "evidence"}, "the shipped `evidence` preset"),

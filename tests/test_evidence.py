@@ -10,7 +10,7 @@ import pytest
 from amplifier_module_context_simple import PRESETS, SimpleContextManager
 from amplifier_module_context_simple.config import DEFAULTS, parse_config
 from amplifier_module_context_simple.evidence_text import argument_texts, distinctive_tokens, is_priority
-from amplifier_module_context_simple.ledger import LEDGER_SOURCE, insert, is_ledger, select
+from amplifier_module_context_simple.ledger import LEDGER_SOURCE, analyse, insert, is_ledger, select
 
 LEDGER = {"evidence_ledger_share": 0.5}
 
@@ -79,8 +79,9 @@ def test_argument_texts_decode_json_string_values() -> None:
 def test_select_prefers_lines_with_new_identifiers_and_keeps_history_order() -> None:
     old = [{"role": "tool", "content": "nothing new in here at all\nuses known_name_a only\nnew_name_b appears"}]
     newer = [{"role": "assistant", "content": "and later_name_c too", "tool_calls": []}]
-    assert select(old + newer, {"known_name_a"}, 100) == ["new_name_b appears", "and later_name_c too"]
-    assert select(old + newer, {"known_name_a"}, 6) == ["and later_name_c too"]  # the budget: the newer wins
+    sources = [analyse(m) for m in old + newer]
+    assert select(sources, {"known_name_a"}, 100) == ["new_name_b appears", "and later_name_c too"]
+    assert select(sources, {"known_name_a"}, 6) == ["and later_name_c too"]  # the budget: the newer wins
 
 
 def test_insert_never_splits_a_tool_call_from_its_results() -> None:
