@@ -96,6 +96,8 @@ def insert(working: list[Message], anchor: int, message: Message) -> list[Messag
             break
     while index < len(working) and working[index].get("role") == "tool":
         index += 1
+    if index == len(working) and working and working[-1].get("tool_calls"):
+        index -= 1  # a view ending on calls in flight must still end on them
     return [*working[:index], message, *working[index:]]
 
 

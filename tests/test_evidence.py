@@ -88,6 +88,8 @@ def test_insert_never_splits_a_tool_call_from_its_results() -> None:
     working = [{"role": "user", "content": "u", "metadata": {"_seq": 1}}, result("x", "r") | {"metadata": {"_seq": 5}}]
     ledger = {"role": "user", "content": "L"}
     assert insert(working, 3, ledger) == [working[0], working[1], ledger]
+    in_flight = [working[0], call("y", "bash", {}) | {"metadata": {"_seq": 2}}]
+    assert insert(in_flight, 3, ledger) == [in_flight[0], ledger, in_flight[1]]
 
 
 # ----- the mode in the manager ---------------------------------------------------------------------
@@ -197,3 +199,16 @@ def test_every_preset_key_is_a_known_valid_key() -> None:
     for settings in PRESETS.values():
         assert set(settings) <= set(DEFAULTS) - {"preset"}
         parse_config(dict(settings))
+
+
+def test_an_unstamped_message_re_sent_by_identity_is_counted_once() -> None:
+    from amplifier_module_context_simple.estimate import CountCache
+
+    calls: list[int] = []
+    cache = CountCache(lambda m: calls.append(1) or len(str(m)))
+    ledger, notice = {"role": "user", "content": "L" * 100}, {"role": "user", "content": "n"}
+    first = cache.count(ledger)
+    assert cache.count(ledger) == first and len(calls) == 1
+    cache.count(notice)
+    cache.count({"role": "user", "content": "L" * 100})  # an equal but different object is counted again
+    assert len(calls) == 3
