@@ -212,3 +212,28 @@ def test_an_unstamped_message_re_sent_by_identity_is_counted_once() -> None:
     cache.count(notice)
     cache.count({"role": "user", "content": "L" * 100})  # an equal but different object is counted again
     assert len(calls) == 3
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+@pytest.mark.parametrize("fraction", (0.3,))
+async def test_every_shipped_transcript_keeps_every_invariant_under_each_preset(preset: str, fraction: float) -> None:
+    """Pairs, system messages, the last user message, append-only between boundaries, history untouched."""
+    from tests.conftest import WORKLOADS, InvariantChecker, estimated_size, load_transcript, replay, strip_seq
+
+    ledgers = 0
+    for path in WORKLOADS:
+        messages = load_transcript(path)
+        ctx = SimpleContextManager(preset=preset)
+        checker = InvariantChecker()
+        requests = await replay(
+            ctx,
+            messages,
+            int(estimated_size(messages) * fraction),
+            on_request=checker.after,
+            before_request=checker.before,
+        )
+        assert checker.checked == len(requests)
+        assert [strip_seq(m) for m in ctx.messages] == messages
+        ledgers += ctx._ledger is not None
+    assert ledgers >= len(WORKLOADS) // 2  # not vacuous: the ledger is in play on most sessions
