@@ -20,13 +20,13 @@ from .budget import effective_budget, provider_budget
 from .config import (
     COMPACTION_STRATEGY_SUMMARY,
     DEFAULTS,
-    TOKEN_METER_ESTIMATE,
-    normalize_options,
+    LiveOptions,
+    check_token_budget,
     parse_clear_at_least,
 )
 from .estimate import CountCache, estimate_tokens, seq_of, wire_form
 from .evidence import EvidenceMixin
-from .ladder import LadderOps, protected_tool_indices
+from .ladder import LadderOps
 from .notice import notice_message
 from .presets import apply_preset
 from .repair import repair_view, scan_clean
@@ -43,9 +43,22 @@ logger = logging.getLogger("amplifier_module_context_simple")
 
 Message = dict[str, Any]
 _D = DEFAULTS
+# Every documented ``fault_stats`` key: present (0) from the start, so callers can index it.
+FAULT_KEYS = (
+    "hook_emit_failures",
+    "provider_info_failures",
+    "spill_write_failures",
+    "summarization_failures",
+    "system_prompt_factory_failures",
+    "usage_events_ignored",
+    "capability_register_failures",
+    "repair_synthetic_results",
+    "repair_orphans_dropped",
+    "repair_duplicates_dropped",
+)
 
 
-class SimpleContextManager(TokenMeterMixin, EvidenceMixin, ToolResultMixin, SummaryMixin):
+class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResultMixin, SummaryMixin):
     """In-memory context manager with sticky, cache-friendly, non-destructive compaction."""
 
     @apply_preset
@@ -87,8 +100,7 @@ class SimpleContextManager(TokenMeterMixin, EvidenceMixin, ToolResultMixin, Summ
         preset: str | None = _D["preset"],
     ) -> None:
         options = {k: v for k, v in locals().items() if k not in ("self", "hooks", "__class__")}
-        for key, value in normalize_options(options).items():
-            setattr(self, key, value)
+        self._apply_options(options)  # validated together; later assignments are validated one by one
         if self.max_messages is not None:
             logger.info("context-simple: max_messages is accepted and ignored (token budgets govern views)")
         self._hooks = hooks
@@ -174,6 +186,7 @@ class SimpleContextManager(TokenMeterMixin, EvidenceMixin, ToolResultMixin, Summ
         for message in stored:
             self._harvest_tool_names(message)
         self._reset_compaction_state()
+        self._measurement_stale = True  # the reading (kept, as in the original) measured another history
 
     async def clear(self) -> None:
         """Empty the history and reset every piece of state (spill files are never deleted)."""
@@ -207,12 +220,13 @@ class SimpleContextManager(TokenMeterMixin, EvidenceMixin, ToolResultMixin, Summ
     def restore_state(self, state: Any) -> None:
         """Adopt a snapshot after ``set_messages()`` of its history; else ValueError, nothing changed."""
         apply_snapshot(self, validate_snapshot(state, self.messages))
+        self._measurement_stale = self._anchor_seq is None  # a reading with an anchor measured this history
 
     # ----- one request -------------------------------------------------------------------------
 
     async def get_messages_for_request(self, token_budget: int | None = None, provider: Any = None) -> list[Message]:
         """The view to send now: the history, compacted only if it no longer fits the budget."""
-        budget = self._calculate_budget(token_budget, provider)
+        budget = self._calculate_budget(check_token_budget(token_budget), provider)
         if self.compaction_strategy == COMPACTION_STRATEGY_SUMMARY and provider is not None:
             self._cached_provider = provider
         budget = effective_budget(budget, self.compaction_notice_token_reserve, self.compaction_notice_enabled)
@@ -223,10 +237,10 @@ class SimpleContextManager(TokenMeterMixin, EvidenceMixin, ToolResultMixin, Summ
         if self.compaction_strategy == COMPACTION_STRATEGY_SUMMARY:
             self._maybe_trigger_summary_compaction(token_count, budget)
         fire = self._should_compact(token_count, budget, kind)
-        # A measured count describes the last (compacted) view, not the raw history: once a compaction
-        # happened, keep its view (decisions, system messages in front) even when that count is low.
-        compacted_before = self._has_sticky_state() or self._last_compaction_stats is not None
-        keep_sticky = self.token_meter != TOKEN_METER_ESTIMATE and compacted_before
+        # Once a compaction happened, keep its view (decisions, system messages in front) even when the
+        # count is low: a measured count describes the last compacted view, and a budget that grew would
+        # otherwise send the full history again (a non-append change) with no boundary and no event.
+        keep_sticky = self._has_sticky_state() or self._last_compaction_stats is not None
         if not (fire or keep_sticky):
             return self._finalize_view(working)
         self._escalation_allowed = fire
@@ -348,6 +362,13 @@ class SimpleContextManager(TokenMeterMixin, EvidenceMixin, ToolResultMixin, Summ
 
     async def _compact_ephemeral(self, budget: int, source_messages: list[Message] | None = None) -> list[Message]:
         """Apply sticky decisions; escalate the ladder only when they no longer keep the view under threshold."""
+        try:
+            return await self._compact_pass(budget, source_messages)
+        finally:
+            self._clear_at_least_pending = None  # call-scoped, also after the fail-loud RuntimeError
+
+    async def _compact_pass(self, budget: int, source_messages: list[Message] | None) -> list[Message]:
+        """One pass of ``_compact_ephemeral`` (which clears the clear-at-least capture when it ends)."""
         self._clear_at_least_pending = None
         self._clear_at_least_last_refused = False
         source = list(self.messages) if source_messages is None else source_messages
@@ -359,7 +380,7 @@ class SimpleContextManager(TokenMeterMixin, EvidenceMixin, ToolResultMixin, Summ
             (system if message.get("role") == "system" else non_system).append(message)
         swapped = False
         if self.compaction_strategy == COMPACTION_STRATEGY_SUMMARY and self._pending_summary is not None:
-            non_system, swapped = self._swap_in_pending_summary(non_system)
+            non_system, swapped = await self._swap_in_pending_summary(non_system)
         working = self._with_ledger(self._apply_sticky_decisions(non_system))
         system_tokens = counts.total(system)
         current = system_tokens + counts.total(working)
@@ -451,7 +472,7 @@ class SimpleContextManager(TokenMeterMixin, EvidenceMixin, ToolResultMixin, Summ
             if refused is not None:
                 return refused
         if final_tokens > budget:
-            self._warn_over_budget(level, final_tokens, budget, self._counts().total(system))
+            self._warn_over_budget(level, final_tokens, budget, self._counts().total(system), target)
         self._sticky_level = max(self._sticky_level, level)
         stats = {
             "before_tokens": before[0],
@@ -475,7 +496,7 @@ class SimpleContextManager(TokenMeterMixin, EvidenceMixin, ToolResultMixin, Summ
         await self._emit("context:compaction", dict(stats))
         return final
 
-    def _warn_over_budget(self, level: int, final_tokens: int, budget: int, system_tokens: int) -> None:
+    def _warn_over_budget(self, level: int, final_tokens: int, budget: int, system_tokens: int, target: int) -> None:
         if system_tokens > budget:
             cause = f"the system prompt ALONE is {system_tokens:,} tokens, an un-reducible floor"
         else:
@@ -485,10 +506,13 @@ class SimpleContextManager(TokenMeterMixin, EvidenceMixin, ToolResultMixin, Summ
                 f"protected_tool_results={self.protected_tool_results}) does not fit"
             )
         logger.warning(
-            "context-simple: Compaction finished OVER BUDGET at level %d: %s tokens against a budget of %s; %s",
+            "context-simple: Compaction finished OVER BUDGET at level %d: %s tokens against a budget of %s "
+            "(%.0f%% of budget, target %s); %s",
             level,
             f"{final_tokens:,}",
             f"{budget:,}",
+            100 * final_tokens / budget if budget > 0 else 0.0,
+            f"{target:,}",
             cause,
         )
 
@@ -544,8 +568,10 @@ class SimpleContextManager(TokenMeterMixin, EvidenceMixin, ToolResultMixin, Summ
     def _extract_seq(message: Any) -> int | None:
         return seq_of(message)
 
-    def _protected_tool_indices(self, messages: list[Message]) -> list[int]:
-        return sorted(protected_tool_indices(messages, self.protected_tool_results))
+    def _protected_tool_indices(self, tool_result_indices: list[int]) -> set[int]:
+        """Of the tool results' positions, those never to truncate: the last ``protected_tool_results``."""
+        keep = self.protected_tool_results
+        return set(tool_result_indices[-keep:]) if keep > 0 else set()
 
     async def _emit(self, event: str, payload: dict[str, Any]) -> None:
         """Emit a hook event; a failing hook is logged and counted, never raised into the turn."""
@@ -559,8 +585,8 @@ class SimpleContextManager(TokenMeterMixin, EvidenceMixin, ToolResultMixin, Summ
 
     @property
     def fault_stats(self) -> dict[str, int]:
-        """Counters of optional features that failed and degraded (never failed the turn)."""
-        return dict(self._fault_counts)
+        """Counters of optional features that failed and degraded (never failed the turn); all present."""
+        return {**dict.fromkeys(FAULT_KEYS, 0), **self._fault_counts}
 
 
 def _is_hook_message(message: Message) -> bool:

@@ -192,7 +192,7 @@ async def _drive(ctx: Any, provider: SimProvider, workload: Workload, run: Run) 
     prev: list[tuple] | None = None
     digest = hashlib.sha256()
     due: list[str] = []
-    evidence = EvidenceIndex()
+    evidence = None if run.synthetic else EvidenceIndex()  # scripted answers carry no evidence
     for i, msg in enumerate(workload.messages):
         if msg["role"] == "assistant":
             req = Request(index=len(run.requests) + 1, facts_due=list(due))
@@ -204,7 +204,8 @@ async def _drive(ctx: Any, provider: SimProvider, workload: Workload, run: Run) 
             # emit crosses threads, so a fixed number of yields would make the run nondeterministic.
             await _settle(ctx)
         await ctx.add_message(frozen(msg, i))
-        evidence.add(msg)
+        if evidence is not None:
+            evidence.add(msg)
         text = view_text([msg])
         due += [name for name, fact in workload.facts.items() if fact in text and name not in due]
     run.view_digest = digest.hexdigest()
@@ -233,7 +234,8 @@ async def _request(ctx, provider, answer, req, prev, run, workload, originals, d
     req.system_hash = system_hash(view)
     _probe_facts(view, workload, req)
     req.truncated_tools, req.tails_kept = tail_retention(view, originals)
-    req.evidence = evidence.score(view, answer, keep_missed=MISSED_SAMPLES)
+    if evidence is not None:
+        req.evidence = evidence.score(view, answer, keep_missed=MISSED_SAMPLES)
     return keys[: bill.cacheable]
 
 

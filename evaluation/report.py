@@ -34,6 +34,7 @@ TERMINAL_HEADS = [
     "facts\nkept",
     "invalid",
 ]
+DROP_ORDER = [2, 3, 5]  # on a narrow terminal: token miss, boundaries, facts kept go first
 COLUMNS = [
     ("arm", "arm"),
     ("reqs", "requests"),
@@ -182,21 +183,40 @@ def print_table(data: dict[str, Any], md_path: Path | None = None) -> None:
     console = Console()
     if not console.is_terminal and "COLUMNS" not in os.environ:
         console = Console(width=120)  # piped: wide enough for every key column
+    cells = table_cells(data, KEY_COLUMNS)
+    keep = _fitting_columns(cells, console.width)
     caption = "miss: evidence the next step used that the view lost (by line / by token), after the first compaction"
+    if len(keep) < len(TERMINAL_HEADS):
+        caption += f"; {len(TERMINAL_HEADS) - len(keep)} column(s) left out to fit the terminal"
     table = Table(title=_title(data), caption=caption, box=box.SIMPLE_HEAD, pad_edge=False)
     table.title_justify = table.caption_justify = "left"
-    width = max((len(n) for n in data["totals"]), default=3)
-    table.add_column("arm", no_wrap=True, min_width=width)
-    for head in TERMINAL_HEADS:
-        table.add_column(head, justify="right", overflow="fold")
-    for cells in table_cells(data, KEY_COLUMNS):
-        table.add_row(*cells)
+    table.add_column("arm", no_wrap=True)
+    for i in keep:
+        table.add_column(TERMINAL_HEADS[i], justify="right", no_wrap=True)
+    for row in cells:
+        table.add_row(row[0], *(row[i + 1] for i in keep))
     console.print(table)
     for name, t in data["totals"].items():
         if not t["available"]:
             console.print(f"{name}: not available ({t['reason']})")
     if md_path is not None:
         console.print(f"What to pick, every column and the warnings: {md_path}")
+
+
+def _fitting_columns(cells: list[list[str]], width: int) -> list[int]:
+    """Indices of the key columns that fit `width`, leaving out the least important first."""
+    keep = list(range(len(TERMINAL_HEADS)))
+
+    def needed() -> int:
+        arm = max((len(r[0]) for r in cells), default=3)
+        cols = [max([len(x) for x in TERMINAL_HEADS[i].split("\n")] + [len(r[i + 1]) for r in cells]) for i in keep]
+        return arm + sum(cols) + 3 * len(cols) + 2  # padding and a separator per column, the edges
+
+    for i in DROP_ORDER:
+        if needed() <= width:
+            break
+        keep.remove(i)
+    return keep
 
 
 def _title(data: dict[str, Any]) -> str:

@@ -45,19 +45,19 @@ def explain(data: dict[str, Any]) -> list[str]:
     p = s["prices"]
     counter = data["token_counter"]
     lines = [
-        f"Token counter: **{counter}**." + (FALLBACK_NOTE if counter == FALLBACK_NAME else ""),
-        f"True tokens per message: role + content + tool-call names and arguments, plus {FRAMING_TOKENS} "
+        f"- Token counter: **{counter}**." + (FALLBACK_NOTE if counter == FALLBACK_NAME else ""),
+        f"- True tokens per message: role + content + tool-call names and arguments, plus {FRAMING_TOKENS} "
         "framing tokens; metadata and view markers are not sent and not counted. Fixed per-request "
         f"overhead (tool schemas etc.) added at the front: {s['request_overhead']:,} tokens.",
-        f"Window: the module's effective budget is {s['window_fraction']:.0%} of the session's true size "
+        f"- Window: the module's effective budget is {s['window_fraction']:.0%} of the session's true size "
         f"(at least {s['min_budget']:,}); window = budget + 800 (notice reserve) + 4096 (safety margin) + "
         f"int({s['max_output_tokens']} x {s['output_reserve_fraction']}); max_output_tokens = "
         f"{s['max_output_tokens']}.",
-        f"Cache: Anthropic-style prefix cache, breakpoint after the last non-ephemeral message, minimum "
+        f"- Cache: Anthropic-style prefix cache, breakpoint after the last non-ephemeral message, minimum "
         f"{s['min_cacheable']:,} tokens. Prices per token unit: input {p['input']}, cache write "
         f"{p['cache_write']}, cache read {p['cache_read']}; output is not priced (identical across arms).",
-        "Estimate: " + "; ".join(data["estimate_source"] or ["n/a"]) + ".",
-        "Cost, boundaries and evidence are pooled over the real transcripts; over window, invalid views, "
+        "- Estimate: " + "; ".join(data["estimate_source"] or ["n/a"]) + ".",
+        "- Cost, boundaries and evidence are pooled over the real transcripts; over window, invalid views, "
         "warnings and planted facts over every workload, scenarios included.",
         "",
         "## Engines and arms",
@@ -112,9 +112,10 @@ def verdict(data: dict[str, Any]) -> list[str]:
     ]
     d = totals.get(DEFAULT_ARM)
     if d and d["available"]:
+        over, invalid = _n(d["over_window"], "request"), _n(d["invalid_views"], "invalid view")
         out.append(
             f"- The default {_arm(data, DEFAULT_ARM)} keeps {fmt('facts_final', d['facts_final'])} of the planted "
-            f"facts, with {d['over_window']} requests over the window and {d['invalid_views']} invalid views."
+            f"facts, with {over} over the window and {invalid}."
         )
     ok = [n for n, t in totals.items() if valid(t) and t["evidence_line_miss"] is not None]
     if ok:
@@ -125,6 +126,10 @@ def verdict(data: dict[str, Any]) -> list[str]:
     out += _floor(data) + _not_valid(totals)
     out.append("- " + _pick(data))
     return out
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 def _floor(data: dict[str, Any]) -> list[str]:
@@ -145,7 +150,7 @@ def _not_valid(totals: dict[str, dict[str, Any]]) -> list[str]:
         if not t["available"]:
             out.append(f"- `{name}` did not run: {t['reason']}.")
         elif not valid(t):
-            why = f"{t['over_window']} requests over the window, {t['invalid_views']} invalid views"
+            why = f"{_n(t['over_window'], 'request')} over the window, {_n(t['invalid_views'], 'invalid view')}"
             ref = " (the reference, not a choice)" if name == REFERENCE_ARM else ""
             out.append(f"- `{name}` is not valid{ref}: {why}.")
     return out
@@ -168,9 +173,15 @@ def _pick(data: dict[str, Any]) -> str:
         for n in front
         if totals[n]["cost"] <= d["cost"] and totals[n]["evidence_line_miss"] <= d["evidence_line_miss"]
     ]
-    names = ", ".join(f"`{n}`" for n in better)
+    names = ", ".join(f"`{n}` ({_against(totals[n], d)})" for n in better)
     verb, obj = ("beats", "it") if len(better) == 1 else ("beat", "one of them")
     return f"What to pick: {names} {verb} the default on both cost and evidence in this run; prefer {obj}."
+
+
+def _against(t: dict[str, Any], d: dict[str, Any]) -> str:
+    """An arm's cost and evidence miss against the default's, e.g. 'cost -1%, miss 11.5% vs 12.3%'."""
+    miss, base = fmt("evidence_line_miss", t["evidence_line_miss"]), fmt("evidence_line_miss", d["evidence_line_miss"])
+    return f"cost {fmt('vs_default', t['vs_default'])} vs the default, evidence miss {miss} vs {base}"
 
 
 def unavailable(data: dict[str, Any]) -> list[str]:

@@ -62,6 +62,23 @@ class _Builder:
         self.requests += 1
         self.messages.append({"role": "assistant", "content": text})
 
+    def correct(self, code: str) -> int:
+        """A user correction retracting the batch-pipeline instruction; returns the probe request."""
+        self.user(f"Correction {code}: do NOT use the batch pipeline; use the streaming one.")
+        self.say("Switching to the streaming pipeline as corrected.")
+        return self.requests
+
+    def status(self, user_words: int, reply_words: int) -> None:
+        self.user(f"Status? {_line(self.rng, user_words)}")
+        self.say(f"Progress: {_line(self.rng, reply_words)}")
+
+    def finish(self, question: str, probes: list[int]) -> list[int]:
+        """The closing question and answer; returns the probe requests (before and at the end)."""
+        probes.append(self.requests)
+        self.user(question)
+        self.say("Done.")
+        return sorted({*probes, self.requests})
+
     def tool(self, output: str) -> None:
         self.requests += 1
         self.calls += 1
@@ -98,19 +115,13 @@ def planted_facts(seed: int = 7, tool_results: int = 24, tool_chars: int = 2500)
         size = tool_chars * 2 if k < tool_results // 2 else tool_chars // 3  # big early, small late
         b.tool(_tool_output(rng, size, at["head"], at["middle"], at["tail"]))
         if k == tool_results // 2:
-            b.user(f"Correction {correction}: do NOT use the batch pipeline; use the streaming one.")
             facts["correction"] = correction
-            b.say("Switching to the streaming pipeline as corrected.")
-            probes.append(b.requests)
+            probes.append(b.correct(correction))
         elif k % 3 == 2:
-            b.user(f"Status? {_line(rng, 40)}")
-            b.say(f"Progress: {_line(rng, 30)}")
-    probes.append(b.requests)
-    b.user("Final check: list every constraint and the pipeline you used.")
-    b.say("Done.")
-    probes.append(b.requests)
+            b.status(40, 30)
+    probes = b.finish("Final check: list every constraint and the pipeline you used.", probes)
     name = f"planted-facts-seed{seed}"
-    return Workload(name, b.messages, facts, retracted, sorted(set(probes)), source=f"generated, seed {seed}")
+    return Workload(name, b.messages, facts, retracted, probes, source=f"generated, seed {seed}")
 
 
 PLACES = ("user", "head", "middle", "end", "correction")
@@ -147,18 +158,12 @@ def retention_scenario(seed: int, tool_results: int = RETENTION_TOOL_RESULTS) ->
         b.tool(_tool_output(rng, rng.choice(RESULT_SIZES), spots["head"], spots["middle"], spots["end"]))
         if k == tool_results // 2:
             facts["correction"] = _code(rng, "CORRECTION")
-            b.user(f"Correction {facts['correction']}: do NOT use the batch pipeline; use the streaming one.")
-            b.say("Switching to the streaming pipeline as corrected.")
-            probes.append(b.requests)
+            probes.append(b.correct(facts["correction"]))
         elif k % 4 == 3:
-            b.user(f"Status? {_line(rng, 30)}")
-            b.say(f"Progress: {_line(rng, 25)}")
-    probes.append(b.requests)
-    b.user("Final check: list every requirement, every NOTE you saw, and the pipeline you used.")
-    b.say("Done.")
-    probes.append(b.requests)
+            b.status(30, 25)
+    probes = b.finish("Final check: list every requirement, every NOTE you saw, and the pipeline you used.", probes)
     name = f"retention-seed{seed}"
-    return Workload(name, b.messages, facts, retracted, sorted(set(probes)), source=f"generated, seed {seed}")
+    return Workload(name, b.messages, facts, retracted, probes, source=f"generated, seed {seed}")
 
 
 def retention_scenarios(first_seed: int = 7, seeds: int = RETENTION_SEEDS) -> list[Workload]:

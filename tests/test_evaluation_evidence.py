@@ -11,6 +11,7 @@ from evaluation.evidence import EvidenceIndex, Score, arguments_text, pool_total
 from evaluation.metrics import run_metrics
 from evaluation.tokens import TokenCounter
 from evaluation.workloads import Workload
+from tests.test_evaluation_metrics import DropAtThirdRequest
 
 
 def test_distinctive_tokens_by_kind():
@@ -109,14 +110,8 @@ def test_pooled_starts_at_the_first_incomplete_view():
     assert pool_totals([])["evidence_line_miss"] is None
 
 
-class DropToolResultsAfterTwo:
+class DropToolResultsAfterTwo(DropAtThirdRequest):
     """Sends everything for two requests, then leaves every tool result out (and its call)."""
-
-    def __init__(self):
-        self.messages, self.calls = [], 0
-
-    async def add_message(self, message):
-        self.messages.append(message)
 
     async def get_messages_for_request(self, token_budget=None, provider=None):
         self.calls += 1

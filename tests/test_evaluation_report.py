@@ -156,3 +156,15 @@ def test_requests_over_the_window_that_every_compacting_arm_sends_are_not_held_a
     floor = over_window_floor(totals, rows)
     assert floor == {"requests": 3, "workloads": ["big-system-prompt"]}
     assert [valid(totals[n], floor["requests"]) for n in totals] == [False, True, False]
+
+
+def test_a_narrow_terminal_leaves_out_columns_instead_of_cutting_them(data, monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", "50")
+    print_table(data)
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 50
+    assert [line for line in out.splitlines() if "…" in line] == []
+    assert "column(s) left out" in out
+    row = next(line for line in out.splitlines() if line.strip().startswith("progressive"))
+    d = data["totals"]["progressive"]
+    assert row.split()[1:3] == [fmt("vs_none", d["vs_none"]), fmt("evidence_line_miss", d["evidence_line_miss"])]
