@@ -25,6 +25,7 @@ from .config import (
     parse_config,
 )
 from .manager import SimpleContextManager
+from .presets import PRESETS
 from .replay import REMINDER_ENVELOPE_PREFIX as _REMINDER_ENVELOPE_PREFIX
 from .replay import REPLAY_ENVELOPE_SOURCE as _REPLAY_ENVELOPE_SOURCE
 from .replay import is_real_user_message as _is_real_user_message
@@ -58,6 +59,7 @@ __all__ = [
     "METER_KIND_ESTIMATED",
     "METER_KIND_NONE",
     "METER_KIND_USAGE",
+    "PRESETS",
     "STATE_CAPABILITY",
     "STATE_VERSION",
     "SUMMARY_CALL_MODE_FORK",

@@ -14,6 +14,8 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .presets import preset_settings
+
 logger = logging.getLogger("amplifier_module_context_simple")
 
 TOKEN_METER_ESTIMATE = "estimate"
@@ -68,6 +70,9 @@ DEFAULTS: dict[str, Any] = {
     "tool_result_spill_dir": None,
     "replay_last_user_on_compaction": False,
     "max_messages": None,
+    # Evidence-preserving compaction (evidence.py, ledger.py) and presets (presets.py); off by default.
+    "evidence_ledger_share": 0.0,
+    "preset": None,
 }
 
 
@@ -295,6 +300,11 @@ def _max_messages(key: str, value: Any) -> int | None:
     return _int_at_least(2)(key, value)
 
 
+def _preset(key: str, value: Any) -> str | None:
+    preset_settings(value)  # raises, naming the known presets
+    return value
+
+
 _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "max_tokens": _int_at_least(1),
     "compact_threshold": _fraction(low_open=True),
@@ -327,6 +337,8 @@ _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "tool_result_spill_dir": _spill_dir,
     "replay_last_user_on_compaction": _boolean,
     "max_messages": _max_messages,
+    "evidence_ledger_share": _fraction(low_open=False, high=0.9),
+    "preset": _preset,
 }
 
 
@@ -370,7 +382,7 @@ def parse_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
         names = ", ".join(map(_suggestion, unknown))
         logger.warning("context-simple: ignoring unknown config keys: %s", names)
     known = {key: value for key, value in config.items() if key in DEFAULTS}
-    options = {**DEFAULTS, **normalize_options(known)}
+    options = {**DEFAULTS, **preset_settings(known.get("preset")), **normalize_options(known)}
     _check_consistency(options)
     return options
 

@@ -25,8 +25,10 @@ from .config import (
     parse_clear_at_least,
 )
 from .estimate import CountCache, estimate_tokens, seq_of, wire_form
-from .ladder import LadderOps, plan_compaction
+from .evidence import EvidenceMixin
+from .ladder import LadderOps
 from .notice import notice_message
+from .presets import apply_preset
 from .repair import repair_view, scan_clean
 from .replay import build_replay, is_real_user_message
 from .state import apply_snapshot, build_snapshot, validate_snapshot
@@ -56,9 +58,10 @@ FAULT_KEYS = (
 )
 
 
-class SimpleContextManager(LiveOptions, TokenMeterMixin, ToolResultMixin, SummaryMixin):
+class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResultMixin, SummaryMixin):
     """In-memory context manager with sticky, cache-friendly, non-destructive compaction."""
 
+    @apply_preset
     def __init__(
         self,
         max_tokens: int = _D["max_tokens"],
@@ -93,6 +96,8 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, ToolResultMixin, Summar
         replay_last_user_on_compaction: bool = _D["replay_last_user_on_compaction"],
         max_messages: int | None = _D["max_messages"],
         token_counter: Any = _D["token_counter"],
+        evidence_ledger_share: float = _D["evidence_ledger_share"],
+        preset: str | None = _D["preset"],
     ) -> None:
         options = {k: v for k, v in locals().items() if k not in ("self", "hooks", "__class__")}
         self._apply_options(options)  # validated together; later assignments are validated one by one
@@ -124,6 +129,7 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, ToolResultMixin, Summar
         self._removed_seqs: set[int] = set()
         self._truncated_seqs: set[int] = set()
         self._stubbed_seqs: set[int] = set()
+        self._ledger: tuple[int, str, int] | None = None  # (anchor seq, text, removed count): evidence.py
         self._sticky_level = 0
         self._last_compaction_stats: dict[str, Any] | None = None
         self._last_replayed_boundary: tuple[int, int] | None = None
@@ -375,7 +381,7 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, ToolResultMixin, Summar
         swapped = False
         if self.compaction_strategy == COMPACTION_STRATEGY_SUMMARY and self._pending_summary is not None:
             non_system, swapped = await self._swap_in_pending_summary(non_system)
-        working = self._apply_sticky_decisions(non_system)
+        working = self._with_ledger(self._apply_sticky_decisions(non_system))
         system_tokens = counts.total(system)
         current = system_tokens + counts.total(working)
         target = int(budget * self.target_usage)
@@ -397,14 +403,7 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, ToolResultMixin, Summar
                 "sticky": self._sticky_snapshot(),
                 "budget": budget,
             }
-        plan = plan_compaction(
-            working,
-            system_tokens,
-            target,
-            self.protected_recent,
-            self.protected_tool_results,
-            self._ladder_ops(),
-        )
+        plan = self._plan_compaction(working, system_tokens, target)
         for seq in plan.removed:
             self._record_removed(seq)
         self._truncated_seqs |= plan.truncated - plan.removed
@@ -492,6 +491,7 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, ToolResultMixin, Summar
         }
         if self.compaction_strategy == COMPACTION_STRATEGY_SUMMARY:
             stats["messages_absorbed_by_summary"] = self._summary_absorbed_count
+        stats.update(self._evidence_stats(working))
         self._last_compaction_stats = stats
         await self._emit("context:compaction", dict(stats))
         return final

@@ -34,6 +34,13 @@ def _affected(level: int, protected_tool_results: int) -> str:
     )
 
 
+def _evidence_line(stats: dict[str, Any]) -> str:
+    """In evidence mode (its stats keys present), where the removed messages' key lines are."""
+    if not stats.get("ledger_lines"):
+        return ""
+    return f"- {stats['ledger_lines']} key lines of removed messages are kept where they were\n"
+
+
 def notice_text(stats: dict[str, Any], verbosity: str) -> str:
     """The notice body for the given stats; "minimal" is one sentence, anything else the summary."""
     if verbosity == "minimal":
@@ -46,6 +53,7 @@ def notice_text(stats: dict[str, Any], verbosity: str) -> str:
         f"- Messages: {stats['before_messages']} → {stats['after_messages']} "
         f"({stats['messages_removed']} removed, {stats['user_messages_stubbed']} stubbed)\n"
         f"- Tool results: {stats['messages_truncated']} truncated\n"
+        f"{_evidence_line(stats)}"
         f"- Tokens: {stats['before_tokens']:,} → {stats['after_tokens']:,} "
         f"(target: {stats['target_tokens']:,})\n\n"
         "What was preserved:\n"

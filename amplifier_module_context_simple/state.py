@@ -44,6 +44,7 @@ FIELDS: tuple[Field, ...] = (
     Field("sticky", "truncated_seqs", "_truncated_seqs", "seqs"),
     Field("sticky", "stubbed_seqs", "_stubbed_seqs", "seqs"),
     Field("sticky", "level", "_sticky_level", "count"),
+    Field("sticky", "ledger", "_ledger", "ledger"),
     Field("compaction", "last_stats", "_last_compaction_stats", "stats"),
     Field("meter", "last_measured_prompt_tokens", "_last_measured_prompt_tokens", "opt_count"),
     Field("meter", "anchor_seq", "_anchor_seq", "opt_position"),
@@ -67,6 +68,8 @@ FIELDS: tuple[Field, ...] = (
     Field("summary", "pending", "_pending_summary", "pending"),
     Field("replay", "last_boundary", "_last_replayed_boundary", "boundary"),
 )
+# Keys added after version 1 shipped: a snapshot without them is read as holding the empty value.
+OPTIONAL: dict[tuple[str, str], Any] = {("sticky", "ledger"): None}
 GROUPS: tuple[str, ...] = tuple(dict.fromkeys(field.group for field in FIELDS))
 
 # Manager attributes deliberately NOT in a snapshot, and why (tests check every attribute is classified).
@@ -84,6 +87,7 @@ NOT_SAVED: dict[str, str] = {
     "_counts_key": "cache",
     "_count_cache": "cache (per-_seq counts, recomputed on demand)",
     "_derived": "cache (truncated and stubbed rewrites, recomputed on demand)",
+    "_ledger_cache": "cache (the ledger message object, rebuilt from sticky.ledger on demand)",
     "_escalation_allowed": "set and reset within one request",
     "_clear_at_least_pending": "set and reset within one request",
     "_clear_at_least_last_refused": "set and reset within one request",
@@ -162,6 +166,8 @@ def _encode(kind: str, value: Any) -> Any:
         return None if value is None else json.loads(json.dumps(value, default=str))
     if kind == "pending":
         return None if value is None else {"seqs": sorted(value["seqs"]), "text": value["text"]}
+    if kind == "ledger":
+        return None if value is None else {"anchor": value[0], "text": value[1], "removed": value[2]}
     return value
 
 
@@ -232,6 +238,17 @@ def _pending(value: Any, where: str, message_count: int) -> dict[str, Any] | Non
     return {"seqs": frozenset(_seqs(value["seqs"], f"{where}.seqs", message_count)), "text": value["text"]}
 
 
+def _ledger(value: Any, where: str, message_count: int) -> tuple[int, str, int] | None:
+    """The evidence ledger: the seq it is anchored after, its text, and how many removals it covers."""
+    if value is None:
+        return None
+    ok = isinstance(value, dict) and set(value) == {"anchor", "text", "removed"} and isinstance(value["text"], str)
+    if not ok or not _is_count(value["removed"]):
+        raise _refuse(f"{where} must be null or an object with 'anchor', 'text' and 'removed'")
+    (anchor,) = _seqs([value["anchor"]], f"{where}.anchor", message_count)
+    return (anchor, value["text"], value["removed"])
+
+
 def _boundary(value: Any, where: str) -> tuple[int, int] | None:
     if value is None:
         return None
@@ -264,6 +281,8 @@ def _value(field: Field, value: Any, message_count: int) -> Any:
         return _boundary(value, where)
     if field.kind == "pending":
         return _pending(value, where, message_count)
+    if field.kind == "ledger":
+        return _ledger(value, where, message_count)
     return _scalar(field.kind, value, where, message_count)
 
 
@@ -301,6 +320,9 @@ def validate_snapshot(state: Any, messages: Sequence[dict[str, Any]]) -> dict[st
     for group in GROUPS:
         keys = {field.key for field in FIELDS if field.group == group}
         section = state[group]
+        if isinstance(section, dict):
+            section = {**{k: v for (g, k), v in OPTIONAL.items() if g == group}, **section}
+            state = {**state, group: section}
         if not isinstance(section, dict) or set(section) != keys:
             got = sorted(map(str, section)) if isinstance(section, dict) else type(section).__name__
             raise _refuse(f"malformed state: {group} must hold exactly {sorted(keys)}, got {got}")

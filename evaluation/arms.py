@@ -59,6 +59,10 @@ ARMS: list[Arm] = [
     ),
     Arm("counter_content", {"token_counter": "content"}, "module sizes with the billable-content counter"),
     Arm("counter_tiktoken", {"token_counter": "tiktoken:o200k_base"}, "module sizes with exact o200k counts"),
+    Arm("notice_minimal", {"compaction_notice_verbosity": "minimal"}, "the one-sentence compaction notice"),
+    Arm("ev_ledger", {"evidence_ledger_share": 0.5}, "evidence: removed messages leave their key lines (ledger)"),
+    Arm("preset_evidence", {"preset": "evidence"}, "the shipped `evidence` preset"),
+    Arm("preset_evidence_lean", {"preset": "evidence_lean"}, "the shipped `evidence_lean` preset"),
 ]
 
 
