@@ -273,8 +273,8 @@ class SimpleContextManager(TokenMeterMixin, ToolResultMixin, SummaryMixin):
         if clean:
             return working
         repaired, report = repair_view(working)
-        if repaired is working:
-            return working
+        if not report.broken:
+            return repaired  # unchanged, or only hook messages moved after their group: not a fault
         self._fault_counts["repair_synthetic_results"] += report.synthetic_results
         self._fault_counts["repair_orphans_dropped"] += report.orphans_dropped
         self._fault_counts["repair_duplicates_dropped"] += report.duplicates_dropped
