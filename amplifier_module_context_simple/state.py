@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .estimate import SEQ_KEY
+from .estimate import SEQ_KEY, seq_of
 from .token_meter import METER_KIND_ESTIMATED, METER_KIND_NONE, METER_KIND_USAGE
 
 STATE_VERSION = 1
@@ -151,15 +151,38 @@ def history_digest(messages: Sequence[dict[str, Any]]) -> str:
 # ----- building ----------------------------------------------------------------------------------
 
 
-def _encode(kind: str, value: Any) -> Any:
+class _Positions:
+    """Sequence number -> position in the stored history: what ``set_messages()`` re-stamps ``_seq`` to.
+
+    Normally the same number; translating keeps a snapshot right even when they differ (a message
+    appended to ``messages`` directly, without a ``_seq``).
+    """
+
+    def __init__(self, messages: Sequence[dict[str, Any]]) -> None:
+        self.count = len(messages)
+        self.by_seq = {seq: i for i, m in enumerate(messages) if (seq := seq_of(m)) is not None}
+
+    def seqs(self, seqs: Any) -> list[int]:
+        return sorted(self.by_seq[s] for s in seqs if s in self.by_seq)
+
+    def boundary(self, seq: int | None) -> int | None:
+        """The position of the first message stamped ``seq`` or later (the meter's anchor)."""
+        if seq is None:
+            return None
+        return min((i for s, i in self.by_seq.items() if s >= seq), default=self.count)
+
+
+def _encode(kind: str, value: Any, positions: _Positions) -> Any:
     if kind == "seqs":
-        return sorted(value)
+        return positions.seqs(value)
+    if kind == "opt_position":
+        return positions.boundary(value)
     if kind == "boundary":
         return None if value is None else list(value)
     if kind == "stats":
         return None if value is None else json.loads(json.dumps(value, default=str))
     if kind == "pending":
-        return None if value is None else {"seqs": sorted(value["seqs"]), "text": value["text"]}
+        return None if value is None else {"seqs": positions.seqs(value["seqs"]), "text": value["text"]}
     return value
 
 
@@ -172,8 +195,9 @@ def build_snapshot(manager: Any) -> dict[str, Any]:
     }
     for group in GROUPS:
         snapshot[group] = {}
+    positions = _Positions(manager.messages)
     for field in FIELDS:
-        snapshot[field.group][field.key] = _encode(field.kind, getattr(manager, field.attribute))
+        snapshot[field.group][field.key] = _encode(field.kind, getattr(manager, field.attribute), positions)
     return snapshot
 
 

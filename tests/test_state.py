@@ -51,6 +51,8 @@ CASES = [(name, "default") for name in WORKLOADS] + [
     (WORKLOADS[3], "content+actual"),
     (WORKLOADS[2], "summary"),
     (WORKLOADS[3], "summary"),
+    # A summary refused by its shrink guard must not burn a _seq (issue 12 item 2): refused on resume before.
+    (WORKLOADS[0], "summary"),
 ]
 FIXED_NOW = datetime(2025, 1, 1, tzinfo=UTC)
 
