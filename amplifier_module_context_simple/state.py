@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from .estimate import SEQ_KEY, seq_of
+from .replay import is_real_user_message
 from .token_meter import METER_KIND_ESTIMATED, METER_KIND_NONE, METER_KIND_USAGE
+from .tool_pairs import tool_groups
 
 STATE_VERSION = 1
 DIGEST_PREFIX = "sha256:"
@@ -223,6 +225,42 @@ def _seqs(value: Any, where: str, message_count: int) -> set[int]:
     return set(value)
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+_COUNT = (_is_count, "an int >= 0")
+# The compaction stats (the notice and the ladder read them): key -> (check, what it must be).
+STATS_SCHEMA: dict[str, tuple[Callable[[Any], bool], str]] = {
+    **dict.fromkeys(
+        (
+            "before_tokens",
+            "after_tokens",
+            "before_messages",
+            "after_messages",
+            "messages_removed",
+            "messages_truncated",
+            "user_messages_stubbed",
+            "system_messages_preserved",
+        ),
+        _COUNT,
+    ),
+    "strategy_level": (lambda v: _is_count(v) and v <= 8, "an int from 0 to 8"),
+    "budget": (_is_int, "an int"),
+    "target_tokens": (_is_int, "an int"),
+    "protected_recent": (_is_number, "a finite number"),
+    "protected_tool_results": (_is_int, "an int"),
+}
+OPTIONAL_STATS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "messages_absorbed_by_summary": _COUNT,
+    "protected_tool_results_kept": _COUNT,
+}
+
+
 def _stats(value: Any, where: str) -> dict[str, Any] | None:
     if value is None:
         return None
@@ -231,6 +269,14 @@ def _stats(value: Any, where: str) -> dict[str, Any] | None:
     for key, item in value.items():
         if not isinstance(key, str) or not _is_json(item):
             raise _refuse(f"{where}[{key!r}] must be a JSON value, got {type(item).__name__}")
+    missing = sorted(set(STATS_SCHEMA) - set(value))
+    unknown = sorted(set(value) - set(STATS_SCHEMA) - set(OPTIONAL_STATS))
+    if missing or unknown:
+        raise _refuse(f"{where} must hold the compaction stats: missing keys {missing}, unexpected keys {unknown}")
+    for key, item in value.items():
+        accept, expected = {**STATS_SCHEMA, **OPTIONAL_STATS}[key]
+        if not accept(item):
+            raise _refuse(f"{where}[{key!r}] must be {expected}, got {item!r}")
     return copy.deepcopy(value)
 
 
@@ -329,7 +375,43 @@ def validate_snapshot(state: Any, messages: Sequence[dict[str, Any]]) -> dict[st
     values = {field.attribute: _value(field, state[field.group][field.key], count) for field in FIELDS}
     if values["_removed_seqs"] & (values["_truncated_seqs"] | values["_stubbed_seqs"]):
         raise _refuse("malformed state: a removed position is also marked truncated or stubbed")
+    _check_decisions(values, messages[:count])
+    _close_over_tool_groups(values, messages)
     return values
+
+
+def _check_decisions(values: dict[str, Any], history: Sequence[dict[str, Any]]) -> None:
+    """Refuse decisions the ladder never makes: each would rewrite or drop what a view must keep."""
+    for position in sorted(values["_truncated_seqs"]):
+        if history[position].get("role") != "tool":
+            role = history[position].get("role")
+            raise _refuse(f"sticky.truncated_seqs holds {position}, a {role} message: only tool results are truncated")
+    for position in sorted(values["_stubbed_seqs"]):
+        if not is_real_user_message(history[position]):
+            raise _refuse(f"sticky.stubbed_seqs holds {position}, not a user's own message: only those are stubbed")
+    users = [i for i, m in enumerate(history) if is_real_user_message(m)]
+    kept = {users[0], users[-1]} if users else set()
+    pending = values["_pending_summary"]
+    for where, seqs in (
+        ("sticky.removed_seqs", values["_removed_seqs"]),
+        ("summary.pending.seqs", pending and pending["seqs"]),
+    ):
+        hit = sorted(kept & set(seqs or ()))
+        if hit:
+            raise _refuse(f"{where} holds {hit[0]}, the first or last real user message, which is never removed")
+
+
+def _close_over_tool_groups(values: dict[str, Any], messages: Sequence[dict[str, Any]]) -> None:
+    """A removal that splits a tool group takes the whole group (a lone result or call breaks a view)."""
+    groups = tool_groups(list(messages))
+    removed = values["_removed_seqs"]
+    for position in list(removed):
+        removed.update(groups.get(position, ()))
+    values["_truncated_seqs"] -= removed
+    values["_stubbed_seqs"] -= removed
+    pending = values["_pending_summary"]
+    if pending is not None:
+        pending["seqs"] = frozenset(m for p in pending["seqs"] for m in groups.get(p, (p,)))
 
 
 def apply_snapshot(manager: Any, values: dict[str, Any]) -> None:
