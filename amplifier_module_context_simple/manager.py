@@ -91,7 +91,7 @@ class SimpleContextManager(TokenMeterMixin, ToolResultMixin, SummaryMixin):
         self._next_seq = 0
         self._system_prompt_factory: Callable[[], Awaitable[str]] | None = None
         self._last_good_system_prompt: str | None = None
-        self._tool_name_by_call_id: dict[str, str] = {}
+        self._reset_tool_names()
         self._spilled_paths: set[str] = set()
         self._fault_counts: Counter[str] = Counter()
         self._reported_repairs: set[tuple[str, int, int, int]] = set()
@@ -145,8 +145,8 @@ class SimpleContextManager(TokenMeterMixin, ToolResultMixin, SummaryMixin):
         metadata["_seq"] = self._next_seq
         stored["metadata"] = metadata
         self._next_seq += 1
-        self._harvest_tool_names(stored)
         self.messages.append(stored)
+        self._harvest_tool_names()
 
     async def get_messages(self) -> list[Message]:
         """The full stored history (with ``_seq`` and timestamps), never compacted."""
@@ -164,16 +164,15 @@ class SimpleContextManager(TokenMeterMixin, ToolResultMixin, SummaryMixin):
             stored.append(message)
         self.messages = stored
         self._next_seq = len(stored)
-        self._tool_name_by_call_id = {}
-        for message in stored:
-            self._harvest_tool_names(message)
+        self._reset_tool_names()
+        self._harvest_tool_names()
         self._reset_compaction_state()
 
     async def clear(self) -> None:
         """Empty the history and reset every piece of state (spill files are never deleted)."""
         self.messages = []
         self._next_seq = 0
-        self._tool_name_by_call_id = {}
+        self._reset_tool_names()
         self._spilled_paths = set()
         self._last_measured_prompt_tokens = None
         self._last_token_meter_stats = None

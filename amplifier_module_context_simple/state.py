@@ -78,6 +78,8 @@ NOT_SAVED: dict[str, str] = {
     "messages": "the history itself: restored by set_messages()",
     "_next_seq": "re-stamped by set_messages()",
     "_tool_name_by_call_id": "derived from the history by set_messages()",
+    "_tool_name_by_seq": "derived from the history by set_messages()",
+    "_tool_names_harvested": "derived from the history by set_messages()",
     "_system_prompt_factory": "the host registers it again",
     "_last_good_system_prompt": "only a fallback while the factory fails; the factory is asked again",
     "_spilled_paths": "write-once bookkeeping: spill files are content-addressed and idempotent",
