@@ -479,9 +479,10 @@ class SimpleContextManager(TokenMeterMixin, ToolResultMixin, SummaryMixin):
             cause = f"the system prompt ALONE is {system_tokens:,} tokens, an un-reducible floor"
         else:
             cause = (
-                "the protected floor (system messages, first and last user message, "
-                f"protected_recent={self.protected_recent:.0%}, "
-                f"protected_tool_results={self.protected_tool_results}) does not fit"
+                "what no level may reduce does not fit: the protected floor (system messages, first and last "
+                f"user message, protected_recent={self.protected_recent:.0%}, "
+                f"protected_tool_results={self.protected_tool_results}), tool groups reaching into it, and "
+                "content no level rewrites (results of exempt tools, non-text results)"
             )
         logger.warning(
             "context-simple: Compaction finished OVER BUDGET at level %d: %s tokens against a budget of %s; %s",

@@ -285,8 +285,7 @@ class ToolResultMixin:
             logger.warning("context-simple: spill write failed for %s: %s", path, exc)
 
     def _stub_user_message(self, message: Message) -> Message:
-        content = message.get("content")
-        if not isinstance(content, str):
+        if not isinstance(message.get("content"), str | list):
             return message
         return self._derive(message, "stubbed", None, lambda: stub_user_message(message))
 
