@@ -26,7 +26,7 @@ from .config import (
 )
 from .estimate import CountCache, estimate_tokens, seq_of, wire_form
 from .ladder import LadderOps, plan_compaction, protected_tool_indices
-from .notice import notice_message
+from .notice import RECENT_RESULTS_REMOVED_KEY, notice_message, removed_recent_results
 from .repair import repair_view, scan_clean
 from .replay import build_replay, is_real_user_message
 from .state import apply_snapshot, build_snapshot, validate_snapshot
@@ -470,6 +470,8 @@ class SimpleContextManager(TokenMeterMixin, ToolResultMixin, SummaryMixin):
         }
         if self.compaction_strategy == COMPACTION_STRATEGY_SUMMARY:
             stats["messages_absorbed_by_summary"] = self._summary_absorbed_count
+        if removed := removed_recent_results(self.messages, final, self.protected_tool_results):
+            stats[RECENT_RESULTS_REMOVED_KEY] = removed  # the notice must not claim them
         self._last_compaction_stats = stats
         await self._emit("context:compaction", dict(stats))
         return final

@@ -259,7 +259,7 @@ STATS_SCHEMA: dict[str, tuple[Callable[[Any], bool], str]] = {
 }
 OPTIONAL_STATS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "messages_absorbed_by_summary": _COUNT,
-    "protected_tool_results_kept": _COUNT,
+    "protected_tool_results_removed": _COUNT,
 }
 
 
