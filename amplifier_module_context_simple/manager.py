@@ -271,7 +271,7 @@ class SimpleContextManager(TokenMeterMixin, ToolResultMixin, SummaryMixin):
         self._clean_upto = (resume, working[resume - 1]) if resume > 0 else None
         if clean:
             return working
-        repaired, report = repair_view(working)
+        repaired, report = repair_view(working, resume)
         if not report.broken:
             return repaired  # unchanged, or only hook messages moved after their group: not a fault
         self._fault_counts["repair_synthetic_results"] += report.synthetic_results

@@ -145,8 +145,11 @@ def scan_clean(messages: list[dict[str, Any]], start: int = 0) -> tuple[bool, in
     return group_start == len(messages) - 1, group_start
 
 
-def repair_view(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], RepairReport]:
+def repair_view(messages: list[dict[str, Any]], start: int = 0) -> tuple[list[dict[str, Any]], RepairReport]:
     """Repair a view in one O(n) pass; return the same list object when nothing needed repair.
+
+    ``start`` is a group boundary up to which the view is known clean (see :func:`scan_clean`):
+    only what follows it is read.
 
     Unanswered calls of a non-trailing assistant get synthetic results; orphan and duplicate tool
     results are left out. A non-assistant message stored while the open group still waits for
@@ -154,11 +157,13 @@ def repair_view(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], R
     trailing assistant (the last message) keeps its unanswered calls: the orchestrator is about to
     run them.
     """
-    if scan_clean(messages)[0]:
+    if scan_clean(messages, start)[0]:
         return messages, RepairReport()
     scan = _Scan()
+    scan.out = messages[:start]
     group_start = -1  # index of the open group's assistant, -1 when no group is open
-    for index, message in enumerate(messages):
+    for index in range(start, len(messages)):
+        message = messages[index]
         if _is_tool_result(message):
             if group_start < 0:
                 scan.orphans += 1

@@ -16,6 +16,7 @@ from amplifier_module_context_simple.repair import (
     SYNTHETIC_RESULT_TEXT,
     RepairReport,
     repair_view,
+    scan_clean,
     view_problems,
 )
 
@@ -309,3 +310,6 @@ def test_any_history_repairs_to_a_valid_view(view: list[dict[str, Any]]) -> None
     assert [m for m in out if m["role"] != "tool"] == kept  # non-tool messages: all kept, in order
     assert all(any(m is v for v in view) for m in out if m.get("content") != SYNTHETIC_RESULT_TEXT)
     assert len(out) == len(view) + report.synthetic_results - report.orphans_dropped - report.duplicates_dropped
+    # The manager repairs only what follows the clean prefix: same view, same report.
+    resume = scan_clean(view)[1]
+    assert repair_view(view, resume) == (out, report)
