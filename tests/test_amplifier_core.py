@@ -274,12 +274,17 @@ async def loop_basic_tool_round(coordinator: Any, ctx: SimpleContextManager, ids
         await ctx.add_message({"role": "tool", "tool_call_id": call_id, "content": f"output of {call_id} " * 50})
 
 
+async def mounted(config: dict[str, Any]) -> tuple[Any, SimpleContextManager, Any]:
+    """(coordinator, context, cleanup) of this package mounted on amplifier-core's MockCoordinator."""
+    coordinator = MockCoordinator()
+    cleanup = await mount(coordinator, config)
+    return coordinator, coordinator.get("context"), cleanup
+
+
 @pytest.mark.asyncio
 @pytest.mark.parametrize("role", ["system", "user"])
 async def test_hook_injection_between_calls_and_results_keeps_the_real_results(role: str):
-    coordinator = MockCoordinator()
-    cleanup = await mount(coordinator, {})
-    ctx = coordinator.get("context")
+    coordinator, ctx, cleanup = await mounted({})
     await ctx.add_message({"role": "user", "content": "check the files"})
     await loop_basic_tool_round(coordinator, ctx, ["a", "b"], role)
     stored = copy.deepcopy(await ctx.get_messages())
@@ -302,9 +307,7 @@ async def test_hook_injection_between_calls_and_results_keeps_the_real_results(r
 
 @pytest.mark.asyncio
 async def test_a_group_whose_results_are_still_arriving_after_a_hook_injection_is_held_back():
-    coordinator = MockCoordinator()
-    cleanup = await mount(coordinator, {})
-    ctx = coordinator.get("context")
+    coordinator, ctx, cleanup = await mounted({})
     await ctx.add_message({"role": "user", "content": "check the files"})
     await loop_basic_tool_round(coordinator, ctx, ["a", "b"], "system")
     del ctx.messages[-1]  # result b not stored yet: [user, calls a+b, hook, hook, result a]
@@ -318,9 +321,7 @@ async def test_a_group_whose_results_are_still_arriving_after_a_hook_injection_i
 @pytest.mark.parametrize("role", ["system", "user"])
 async def test_compacted_views_keep_hook_injected_groups_whole(role: str):
     """Under pressure the ladder removes and truncates; a group with an injection inside stays one unit."""
-    coordinator = MockCoordinator()
-    cleanup = await mount(coordinator, {"max_tokens": 3_000, "protected_tool_results": 1})
-    ctx = coordinator.get("context")
+    coordinator, ctx, cleanup = await mounted({"max_tokens": 3_000, "protected_tool_results": 1})
     events = EventLog(coordinator.hooks, ("context:compaction",))
     await ctx.add_message({"role": "system", "content": "You are the test agent."})
     for turn in range(6):
