@@ -92,6 +92,8 @@ NOT_SAVED: dict[str, str] = {
     "_clear_at_least_pending": "set and reset within one request",
     "_clear_at_least_last_refused": "set and reset within one request",
     "_last_token_meter_stats": "report of the last request; recomputed before it is read",
+    "_measurement_stale": "derived by restore_state from meter.anchor_seq",
+    "_prompt_path_reported": "log de-duplication",
     "_is_summarizing": "a running summary call is not resumable (a finished one is: summary.pending)",
     "_summarization_task": "a running summary call is not resumable (a finished one is: summary.pending)",
     "_summary_generation": "invalidates a running summary call when the history is replaced",

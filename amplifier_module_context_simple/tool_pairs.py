@@ -78,14 +78,13 @@ def _held_in_group(message: dict[str, Any]) -> bool:
 
 
 def in_flight_start(messages: list[dict[str, Any]]) -> int | None:
-    """Start of a trailing tool group whose results are still arriving (not all present).
+    """Start of a trailing tool group whose results are still arriving (some, not all, present).
 
     Such a view would send a half-answered group; the caller leaves its results (and hook
-    injections stored among them, or before any result) out, so the view ends on the calls, the
-    shape an orchestrator produces between a call and its results. The last message must be a
-    result or a hook injection.
+    injections stored among them) out, so the view ends on the calls, the shape an orchestrator
+    produces between a call and its results. The last message must be a result.
     """
-    if not messages or not _held_in_group(messages[-1]):
+    if not messages or messages[-1].get("role") != "tool":
         return None
     index = len(messages)
     while index > 0 and _held_in_group(messages[index - 1]):

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .config import TOOL_RESULT_SHAPE_HEAD, TOOL_RESULT_SHAPE_HEAD_TAIL
-from .estimate import seq_of
+from .estimate import estimate_message, seq_of, wire_form
 from .ladder import stub_user_message
 from .token_counter import COUNTER_ESTIMATE
 from .tool_pairs import call_names
@@ -27,6 +27,9 @@ Message = dict[str, Any]
 logger = logging.getLogger("amplifier_module_context_simple")
 
 TOOL_RESULT_CHARS_PER_TOKEN = 4
+# Content at least twice the replacement plus this margin always saves tokens (even if every character
+# of the kept part doubled in the repr); shorter content is counted before and after.
+_SURE_SAVING_CHARS = 256
 LEGACY_RECOVERY = "call tool again if needed"
 
 
@@ -142,8 +145,12 @@ def truncate_tool_result(
     settings: ToolResultSettings,
     tool_name: str | None,
     spill_file: str | None = None,
+    count: Callable[[dict[str, Any]], int] | None = None,
 ) -> dict[str, Any]:
-    """A truncated copy of a tool result, or the message itself (by identity) when it stays whole."""
+    """A truncated copy of a tool result, or the message itself (by identity) when it stays whole.
+
+    ``count`` sizes a message as the ladder does (default: the settings' counter on the wire form).
+    """
     content = message.get("content")
     if not isinstance(content, str) or (tool_name is not None and tool_name in settings.exempt_tools):
         return message
@@ -151,12 +158,17 @@ def truncate_tool_result(
     if len(content) <= keep:
         return message
     recovery = f"read {spill_file} for the full result" if spill_file else LEGACY_RECOVERY
-    return {
-        **message,
-        "content": format_truncated(content, keep, shape, recovery, original),
-        "_truncated": True,
-        "_original_tokens": original,
-    }
+    formatted = format_truncated(content, keep, shape, recovery, original)
+    truncated = {**message, "content": formatted, "_truncated": True, "_original_tokens": original}
+    if len(content) < 2 * len(formatted) + _SURE_SAVING_CHARS:
+        # Near the budget the header and markers can outweigh what is cut (260 chars: 93 -> 115
+        # tokens): keep the result whole, so no truncation is recorded either.
+        if count is None:
+            counter = settings.counter or estimate_message
+            count = lambda m: counter(wire_form(m))  # noqa: E731
+        if count(truncated) >= count(message):
+            return message
+    return truncated
 
 
 def _open_spill_dir(spill_dir: str) -> int:
@@ -268,7 +280,7 @@ class ToolResultMixin:
         spill_file = None
         if settings.spill_dir and isinstance(content, str):
             spill_file = spill_path(settings.spill_dir, seq_of(message), content)
-        truncated = truncate_tool_result(message, settings, name, spill_file)
+        truncated = truncate_tool_result(message, settings, name, spill_file, self._counts().count)
         if truncated is not message and spill_file is not None:
             self._spill(spill_file, content)  # the pointer does not depend on the write succeeding
         return truncated

@@ -310,11 +310,9 @@ async def test_a_group_whose_results_are_still_arriving_after_a_hook_injection_i
     coordinator, ctx, cleanup = await mounted({})
     await ctx.add_message({"role": "user", "content": "check the files"})
     await loop_basic_tool_round(coordinator, ctx, ["a", "b"], "system")
-    for stored in (5, 4):  # [user, calls a+b, hook, hook, result a], then before any result
-        del ctx.messages[stored:]
-        view = await ctx.get_messages_for_request()
-        assert [m["role"] for m in view] == ["user", "assistant"]  # ends on the calls, like between call and result
-        assert ctx._history_tail_open()  # a summary is not appended inside the group either
+    del ctx.messages[-1]  # result b not stored yet: [user, calls a+b, hook, hook, result a]
+    view = await ctx.get_messages_for_request()
+    assert [m["role"] for m in view] == ["user", "assistant"]  # ends on the calls, like between call and result
     assert ctx.fault_stats.get("repair_synthetic_results", 0) == 0
     await cleanup()
 

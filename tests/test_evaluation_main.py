@@ -9,7 +9,8 @@ SMALL = SHIPPED_DIR / "taubench__airline__task002__trial1.jsonl"
 
 
 def test_main_command_writes_a_report_that_parses(tmp_path, capsys):
-    code = main(["--workload", str(SMALL), "--arms", "none,progressive", "--jobs", "1", "--out", str(tmp_path)])
+    argv = ["--workload", str(SMALL), "--scenario", "--arms", "none,progressive", "--jobs", "1", "--out", str(tmp_path)]
+    code = main(argv)
     assert code == 0
     data = json.loads((tmp_path / "report.json").read_text())
     assert set(data["totals"]) == {"none", "progressive"}

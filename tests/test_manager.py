@@ -194,7 +194,7 @@ def test_budget_precedence_token_budget_then_model_info_then_defaults_then_max_t
     assert ctx._calculate_budget(None, SimpleNamespace(get_model_info=lambda: None, get_info=both.get_info)) == 931_904
     assert ctx._calculate_budget(None, SimpleNamespace()) == 12_345
     assert ctx._calculate_budget(None, None) == 12_345
-    assert ctx.fault_stats == {}
+    assert not any(ctx.fault_stats.values())
 
 
 def test_a_failing_provider_falls_back_to_max_tokens_and_is_counted(caplog):
@@ -340,6 +340,13 @@ async def test_over_budget_warning_names_the_system_prompt(caplog):
     assert "system prompt ALONE" in records[0].getMessage()
 
 
+@pytest.mark.parametrize(("keep", "expected"), [(5, {9, 12, 15, 20, 30}), (2, {20, 30}), (0, set()), (-3, set())])
+def test_protected_tool_indices_takes_positions_and_returns_a_set(keep, expected):
+    # The original's signature: positions of the tool results in, the last N of them out, none for N <= 0.
+    ctx = SimpleContextManager(protected_tool_results=keep)
+    assert ctx._protected_tool_indices([1, 4, 9, 12, 15, 20, 30]) == expected
+
+
 @pytest.mark.asyncio
 async def test_over_budget_warning_names_the_protected_floor(caplog):
     ctx = SimpleContextManager()
@@ -350,6 +357,10 @@ async def test_over_budget_warning_names_the_protected_floor(caplog):
     text = "\n".join(r.getMessage() for r in caplog.records if r.name == LOGGER)
     assert "OVER BUDGET" in text and "floor" in text and "system prompt ALONE" not in text
     assert view[-2]["content"] == "u" * BIG  # the last user message is never shed
+    stats = ctx._last_compaction_stats  # the original's wording also names the share and the target
+    share = round(100 * stats["after_tokens"] / stats["budget"])
+    budget = f"{stats['after_tokens']:,} tokens against a budget of {stats['budget']:,}"
+    assert f"{budget} ({share}% of budget, target {stats['target_tokens']:,})" in text
 
 
 @pytest.mark.asyncio
@@ -461,7 +472,7 @@ async def test_empty_config_gives_the_defaults(config, caplog):
         ("protected_recent", -0.1),
         ("protected_tool_results", 2.5),
         ("truncate_chars", 0),
-        ("compaction_notice_enabled", "yes"),
+        ("compaction_notice_enabled", "maybe"),
         ("compaction_notice_token_reserve", -1),
         ("compaction_notice_min_level", -1),
         ("output_reserve_fraction", 2),

@@ -477,6 +477,42 @@ async def test_set_messages_invalidates_the_hybrid_anchor():
 
 
 @pytest.mark.asyncio
+async def test_set_messages_invalidates_the_actual_reading_too():
+    # Issue 12 item 10: the old history's 9,900 tokens compacted a new, much smaller history.
+    s = await mounted("actual")
+    await s.add(user("hello"), asst("hi"))
+    await s.request()
+    await s.respond_tokens(int(0.99 * EFFECTIVE))
+    await s.request()
+    assert s.stats["source"] == "measured" and s.compactions() == 1
+    await s.ctx.set_messages([stamped(m) for m in [user("resumed"), asst("short")]])
+    view = await s.request()
+    assert s.stats["source"] == "estimate" and s.stats["kind"] == "estimated"
+    assert s.stats["measured_tokens"] == int(0.99 * EFFECTIVE)  # still reported, as upstream; drives nothing
+    assert s.compactions() == 1 and [m["content"] for m in view] == ["resumed", "short"]
+    await s.respond_tokens(int(0.99 * EFFECTIVE))  # a reading of this history counts again
+    await s.request()
+    assert s.stats["source"] == "measured" and s.compactions() == 2
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_larger_budget_keeps_the_compacted_view_in_every_mode(mode):
+    # Issue 12 item 9: in estimate mode a budget change sent the full history again (a non-append
+    # change with no context:compaction event) and later brought the recorded decisions back silently.
+    s = await mounted(mode)
+    await grow_to(s, 1.05)
+    first = await s.request()
+    assert s.compactions() == 1
+    for budget in (LARGE, BUDGET, LARGE):
+        await s.add(user("next"), asst("ok"))
+        view = await s.request(budget)
+        assert_extends(non_ephemeral(first), view)  # no un-compaction without a boundary
+        first = view
+    assert s.compactions() == 1
+
+
+@pytest.mark.asyncio
 @pytest.mark.parametrize("mode", MODES)
 async def test_clear_forgets_the_measurement(mode):
     s = await mounted(mode)
