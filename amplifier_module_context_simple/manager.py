@@ -27,7 +27,7 @@ from .config import (
 from .estimate import CountCache, estimate_tokens, seq_of, wire_form
 from .evidence import EvidenceMixin
 from .ladder import LadderOps
-from .notice import notice_message
+from .notice import RECENT_RESULTS_REMOVED_KEY, notice_message, removed_recent_results
 from .presets import apply_preset
 from .repair import repair_view, scan_clean
 from .replay import build_replay, is_real_user_message
@@ -108,7 +108,7 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResu
         self._next_seq = 0
         self._system_prompt_factory: Callable[[], Awaitable[str]] | None = None
         self._last_good_system_prompt: str | None = None
-        self._tool_name_by_call_id: dict[str, str] = {}
+        self._reset_tool_names()
         self._spilled_paths: set[str] = set()
         self._fault_counts: Counter[str] = Counter()
         self._reported_repairs: set[tuple[str, int, int, int]] = set()
@@ -163,8 +163,8 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResu
         metadata["_seq"] = self._next_seq
         stored["metadata"] = metadata
         self._next_seq += 1
-        self._harvest_tool_names(stored)
         self.messages.append(stored)
+        self._harvest_tool_names()
 
     async def get_messages(self) -> list[Message]:
         """The full stored history (with ``_seq`` and timestamps), never compacted."""
@@ -182,9 +182,8 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResu
             stored.append(message)
         self.messages = stored
         self._next_seq = len(stored)
-        self._tool_name_by_call_id = {}
-        for message in stored:
-            self._harvest_tool_names(message)
+        self._reset_tool_names()
+        self._harvest_tool_names()
         self._reset_compaction_state()
         self._measurement_stale = True  # the reading (kept, as in the original) measured another history
 
@@ -192,7 +191,7 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResu
         """Empty the history and reset every piece of state (spill files are never deleted)."""
         self.messages = []
         self._next_seq = 0
-        self._tool_name_by_call_id = {}
+        self._reset_tool_names()
         self._spilled_paths = set()
         self._last_measured_prompt_tokens = None
         self._last_token_meter_stats = None
@@ -292,9 +291,9 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResu
         self._clean_upto = (resume, working[resume - 1]) if resume > 0 else None
         if clean:
             return working
-        repaired, report = repair_view(working)
-        if repaired is working:
-            return working
+        repaired, report = repair_view(working, resume)
+        if not report.broken:
+            return repaired  # unchanged, or only hook messages moved after their group: not a fault
         self._fault_counts["repair_synthetic_results"] += report.synthetic_results
         self._fault_counts["repair_orphans_dropped"] += report.orphans_dropped
         self._fault_counts["repair_duplicates_dropped"] += report.duplicates_dropped
@@ -491,6 +490,8 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResu
         }
         if self.compaction_strategy == COMPACTION_STRATEGY_SUMMARY:
             stats["messages_absorbed_by_summary"] = self._summary_absorbed_count
+        if removed := removed_recent_results(self.messages, final, self.protected_tool_results):
+            stats[RECENT_RESULTS_REMOVED_KEY] = removed  # the notice must not claim them
         stats.update(self._evidence_stats(working))
         self._last_compaction_stats = stats
         await self._emit("context:compaction", dict(stats))
@@ -501,9 +502,10 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResu
             cause = f"the system prompt ALONE is {system_tokens:,} tokens, an un-reducible floor"
         else:
             cause = (
-                "the protected floor (system messages, first and last user message, "
-                f"protected_recent={self.protected_recent:.0%}, "
-                f"protected_tool_results={self.protected_tool_results}) does not fit"
+                "what no level may reduce does not fit: the protected floor (system messages, first and last "
+                f"user message, protected_recent={self.protected_recent:.0%}, "
+                f"protected_tool_results={self.protected_tool_results}), tool groups reaching into it, and "
+                "content no level rewrites (results of exempt tools, non-text results)"
             )
         logger.warning(
             "context-simple: Compaction finished OVER BUDGET at level %d: %s tokens against a budget of %s "

@@ -20,8 +20,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .estimate import SEQ_KEY
+from .estimate import SEQ_KEY, seq_of
+from .replay import is_real_user_message
 from .token_meter import METER_KIND_ESTIMATED, METER_KIND_NONE, METER_KIND_USAGE
+from .tool_pairs import tool_groups
 
 STATE_VERSION = 1
 DIGEST_PREFIX = "sha256:"
@@ -79,6 +81,8 @@ NOT_SAVED: dict[str, str] = {
     "messages": "the history itself: restored by set_messages()",
     "_next_seq": "re-stamped by set_messages()",
     "_tool_name_by_call_id": "derived from the history by set_messages()",
+    "_tool_name_by_seq": "derived from the history by set_messages()",
+    "_tool_names_harvested": "derived from the history by set_messages()",
     "_system_prompt_factory": "the host registers it again",
     "_last_good_system_prompt": "only a fallback while the factory fails; the factory is asked again",
     "_spilled_paths": "write-once bookkeeping: spill files are content-addressed and idempotent",
@@ -157,17 +161,42 @@ def history_digest(messages: Sequence[dict[str, Any]]) -> str:
 # ----- building ----------------------------------------------------------------------------------
 
 
-def _encode(kind: str, value: Any) -> Any:
+class _Positions:
+    """Sequence number -> position in the stored history: what ``set_messages()`` re-stamps ``_seq`` to.
+
+    Normally the same number; translating keeps a snapshot right even when they differ (a message
+    appended to ``messages`` directly, without a ``_seq``).
+    """
+
+    def __init__(self, messages: Sequence[dict[str, Any]]) -> None:
+        self.count = len(messages)
+        self.by_seq = {seq: i for i, m in enumerate(messages) if (seq := seq_of(m)) is not None}
+
+    def seqs(self, seqs: Any) -> list[int]:
+        return sorted(self.by_seq[s] for s in seqs if s in self.by_seq)
+
+    def boundary(self, seq: int | None) -> int | None:
+        """The position of the first message stamped ``seq`` or later (the meter's anchor)."""
+        if seq is None:
+            return None
+        return min((i for s, i in self.by_seq.items() if s >= seq), default=self.count)
+
+
+def _encode(kind: str, value: Any, positions: _Positions) -> Any:
     if kind == "seqs":
-        return sorted(value)
+        return positions.seqs(value)
+    if kind == "opt_position":
+        return positions.boundary(value)
     if kind == "boundary":
         return None if value is None else list(value)
     if kind == "stats":
         return None if value is None else json.loads(json.dumps(value, default=str))
     if kind == "pending":
-        return None if value is None else {"seqs": sorted(value["seqs"]), "text": value["text"]}
+        return None if value is None else {"seqs": positions.seqs(value["seqs"]), "text": value["text"]}
     if kind == "ledger":
-        return None if value is None else {"anchor": value[0], "text": value[1], "removed": value[2]}
+        if value is None:
+            return None
+        return {"anchor": positions.boundary(value[0]), "text": value[1], "removed": value[2]}
     return value
 
 
@@ -180,8 +209,9 @@ def build_snapshot(manager: Any) -> dict[str, Any]:
     }
     for group in GROUPS:
         snapshot[group] = {}
+    positions = _Positions(manager.messages)
     for field in FIELDS:
-        snapshot[field.group][field.key] = _encode(field.kind, getattr(manager, field.attribute))
+        snapshot[field.group][field.key] = _encode(field.kind, getattr(manager, field.attribute), positions)
     return snapshot
 
 
@@ -207,6 +237,46 @@ def _seqs(value: Any, where: str, message_count: int) -> set[int]:
     return set(value)
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+_COUNT = (_is_count, "an int >= 0")
+# The compaction stats (the notice and the ladder read them): key -> (check, what it must be).
+STATS_SCHEMA: dict[str, tuple[Callable[[Any], bool], str]] = {
+    **dict.fromkeys(
+        (
+            "before_tokens",
+            "after_tokens",
+            "before_messages",
+            "after_messages",
+            "messages_removed",
+            "messages_truncated",
+            "user_messages_stubbed",
+            "system_messages_preserved",
+        ),
+        _COUNT,
+    ),
+    "strategy_level": (lambda v: _is_count(v) and v <= 8, "an int from 0 to 8"),
+    "budget": (_is_int, "an int"),
+    "target_tokens": (_is_int, "an int"),
+    "protected_recent": (_is_number, "a finite number"),
+    "protected_tool_results": (_is_int, "an int"),
+}
+OPTIONAL_STATS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "messages_absorbed_by_summary": _COUNT,
+    "protected_tool_results_removed": _COUNT,
+    # evidence mode (evidence_ledger_share > 0)
+    "ledger_lines": _COUNT,
+    "ledger_tokens": _COUNT,
+    "ledger_sources": _COUNT,
+}
+
+
 def _stats(value: Any, where: str) -> dict[str, Any] | None:
     if value is None:
         return None
@@ -215,6 +285,14 @@ def _stats(value: Any, where: str) -> dict[str, Any] | None:
     for key, item in value.items():
         if not isinstance(key, str) or not _is_json(item):
             raise _refuse(f"{where}[{key!r}] must be a JSON value, got {type(item).__name__}")
+    missing = sorted(set(STATS_SCHEMA) - set(value))
+    unknown = sorted(set(value) - set(STATS_SCHEMA) - set(OPTIONAL_STATS))
+    if missing or unknown:
+        raise _refuse(f"{where} must hold the compaction stats: missing keys {missing}, unexpected keys {unknown}")
+    for key, item in value.items():
+        accept, expected = {**STATS_SCHEMA, **OPTIONAL_STATS}[key]
+        if not accept(item):
+            raise _refuse(f"{where}[{key!r}] must be {expected}, got {item!r}")
     return copy.deepcopy(value)
 
 
@@ -329,7 +407,43 @@ def validate_snapshot(state: Any, messages: Sequence[dict[str, Any]]) -> dict[st
     values = {field.attribute: _value(field, state[field.group][field.key], count) for field in FIELDS}
     if values["_removed_seqs"] & (values["_truncated_seqs"] | values["_stubbed_seqs"]):
         raise _refuse("malformed state: a removed position is also marked truncated or stubbed")
+    _check_decisions(values, messages[:count])
+    _close_over_tool_groups(values, messages)
     return values
+
+
+def _check_decisions(values: dict[str, Any], history: Sequence[dict[str, Any]]) -> None:
+    """Refuse decisions the ladder never makes: each would rewrite or drop what a view must keep."""
+    for position in sorted(values["_truncated_seqs"]):
+        if history[position].get("role") != "tool":
+            role = history[position].get("role")
+            raise _refuse(f"sticky.truncated_seqs holds {position}, a {role} message: only tool results are truncated")
+    for position in sorted(values["_stubbed_seqs"]):
+        if not is_real_user_message(history[position]):
+            raise _refuse(f"sticky.stubbed_seqs holds {position}, not a user's own message: only those are stubbed")
+    users = [i for i, m in enumerate(history) if is_real_user_message(m)]
+    kept = {users[0], users[-1]} if users else set()
+    pending = values["_pending_summary"]
+    for where, seqs in (
+        ("sticky.removed_seqs", values["_removed_seqs"]),
+        ("summary.pending.seqs", pending and pending["seqs"]),
+    ):
+        hit = sorted(kept & set(seqs or ()))
+        if hit:
+            raise _refuse(f"{where} holds {hit[0]}, the first or last real user message, which is never removed")
+
+
+def _close_over_tool_groups(values: dict[str, Any], messages: Sequence[dict[str, Any]]) -> None:
+    """A removal that splits a tool group takes the whole group (a lone result or call breaks a view)."""
+    groups = tool_groups(list(messages))
+    removed = values["_removed_seqs"]
+    for position in list(removed):
+        removed.update(groups.get(position, ()))
+    values["_truncated_seqs"] -= removed
+    values["_stubbed_seqs"] -= removed
+    pending = values["_pending_summary"]
+    if pending is not None:
+        pending["seqs"] = frozenset(m for p in pending["seqs"] for m in groups.get(p, (p,)))
 
 
 def apply_snapshot(manager: Any, values: dict[str, Any]) -> None:

@@ -84,6 +84,20 @@ def parse_usage(data: Any) -> UsageReading | None:
     return UsageReading(gross + (cache_write or 0), cache_read, cache_write)
 
 
+def hybrid_tail(working: list[dict[str, Any]], anchor_seq: int) -> list[dict[str, Any]]:
+    """The messages appended since the billed request: stored at or after ``anchor_seq``, and each
+    message without a ``_seq`` (a synthetic result repair inserted) that follows one of those."""
+    tail = []
+    after = False
+    for message in working:
+        seq = seq_of(message)
+        if seq is not None:
+            after = seq >= anchor_seq
+        if after:
+            tail.append(message)
+    return tail
+
+
 def measure_hybrid(
     working: list[dict[str, Any]],
     estimated: int,
@@ -101,7 +115,7 @@ def measure_hybrid(
         return HybridCount(0, METER_KIND_NONE, False, 0, 0, "no_messages")
     if anchor is None or anchor_seq is None:  # never measured, or invalidated by set_messages()
         return HybridCount(estimated, METER_KIND_ESTIMATED, False, None, None, "no_anchor")
-    tail = [m for m in working if (seq := seq_of(m)) is not None and seq >= anchor_seq]
+    tail = hybrid_tail(working, anchor_seq)
     tail_tokens = sum(count(m) for m in tail)
     if anchor <= 0:
         return HybridCount(estimated, METER_KIND_ESTIMATED, True, tail_tokens, len(tail), "anchor_non_positive")

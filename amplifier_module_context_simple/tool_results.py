@@ -94,14 +94,23 @@ def budget_chars(content: str, tool_name: str | None, settings: ToolResultSettin
     return tokens * len(content) // counted, shape, counted
 
 
-def tool_name_of(message: dict[str, Any], names_by_call_id: dict[str, str]) -> str | None:
-    """The tool that produced a result: its ``name``, ``metadata.tool_name``, or its call's name."""
+def tool_name_of(
+    message: dict[str, Any], names_by_call_id: dict[str, str], names_by_seq: dict[int, str] | None = None
+) -> str | None:
+    """The tool that produced a result: its ``name``, ``metadata.tool_name``, or its call's name.
+
+    The call's name is looked up by the result's own ``_seq`` first (the call of its group), then by
+    id: providers that number calls per turn (``call_0``, ...) reuse ids across groups.
+    """
     name = message.get("name")
     if isinstance(name, str) and name:
         return name
     metadata = message.get("metadata")
     if isinstance(metadata, dict) and isinstance(metadata.get("tool_name"), str):
         return metadata["tool_name"]
+    seq = seq_of(message)
+    if names_by_seq and seq in names_by_seq:
+        return names_by_seq[seq]
     return names_by_call_id.get(message.get("tool_call_id"))
 
 
@@ -230,9 +239,34 @@ class ToolResultMixin:
         counter = self._counts().counter
         return None if getattr(counter, "name", COUNTER_ESTIMATE) == COUNTER_ESTIMATE else counter
 
-    def _harvest_tool_names(self, message: Message) -> None:
-        if message.get("role") == "assistant" and message.get("tool_calls"):
-            self._tool_name_by_call_id.update(call_names(message))
+    def _reset_tool_names(self) -> None:
+        self._tool_name_by_call_id: dict[str, str] = {}
+        self._tool_name_by_seq: dict[int, str] = {}  # a result's _seq -> the name its own call gave
+        self._tool_names_harvested = 0  # messages read so far
+
+    def _needs_tool_names(self) -> bool:
+        """Only per-tool budgets and exemptions read tool names (the original harvests only then)."""
+        return bool(self.tool_result_budget_by_tool or self.tool_result_exempt_tools)
+
+    def _harvest_tool_names(self) -> None:
+        """Read the names of calls stored since the last harvest, in order, when a per-tool knob needs them.
+
+        Each result is tied to the name its own group's call gave (the latest call with its id), so a
+        reused id cannot give an older result another tool's rules, now or after set_messages().
+        """
+        if not self._needs_tool_names():
+            return
+        if self._tool_names_harvested > len(self.messages):  # the list was replaced: read it again
+            self._reset_tool_names()
+        for message in self.messages[self._tool_names_harvested :]:
+            role = message.get("role")
+            if role == "assistant" and message.get("tool_calls"):
+                self._tool_name_by_call_id.update(call_names(message))
+            elif role == "tool" and (seq := seq_of(message)) is not None:
+                name = self._tool_name_by_call_id.get(message.get("tool_call_id"))
+                if name is not None:
+                    self._tool_name_by_seq[seq] = name
+        self._tool_names_harvested = len(self.messages)
 
     def _truncate_tool_result(self, message: Message) -> Message:
         """The truncated form of a tool result (cached per ``_seq`` and settings), or the message itself."""
@@ -240,7 +274,8 @@ class ToolResultMixin:
         return self._derive(message, "truncated", settings, lambda: self._make_truncated(message, settings))
 
     def _make_truncated(self, message: Message, settings: ToolResultSettings) -> Message:
-        name = tool_name_of(message, self._tool_name_by_call_id)
+        self._harvest_tool_names()
+        name = tool_name_of(message, self._tool_name_by_call_id, self._tool_name_by_seq)
         content = message.get("content")
         spill_file = None
         if settings.spill_dir and isinstance(content, str):
@@ -262,8 +297,7 @@ class ToolResultMixin:
             logger.warning("context-simple: spill write failed for %s: %s", path, exc)
 
     def _stub_user_message(self, message: Message) -> Message:
-        content = message.get("content")
-        if not isinstance(content, str):
+        if not isinstance(message.get("content"), str | list):
             return message
         return self._derive(message, "stubbed", None, lambda: stub_user_message(message))
 

@@ -18,10 +18,14 @@ from tests.conftest import (
     BIG,
     FIXED_TIMESTAMP,
     NOTICE_SOURCE,
+    WORKLOADS_DIR,
     asst,
     asst_calls,
     build,
+    estimated_size,
     is_ephemeral,
+    load_transcript,
+    replay,
     result,
     stamped,
     system,
@@ -522,3 +526,31 @@ async def test_max_messages_is_accepted_and_changes_no_view(caplog):
         assert await capped.get_messages_for_request(token_budget=budget) == await plain.get_messages_for_request(
             token_budget=budget
         )
+
+
+NOTICE_CLAIM = re.compile(
+    r"- Last (\d+) tool results \(full content\)(?:, except (\d+) of them removed by compaction)?\n"
+)
+
+
+@pytest.mark.asyncio
+async def test_the_notice_never_claims_tool_results_the_view_does_not_hold():
+    """protected_tool_results protects from truncation, not removal: the notice says what was removed."""
+    messages = load_transcript(WORKLOADS_DIR / "taubench__airline__task003__trial0.jsonl")
+    seen = {"checked": 0, "qualified": 0}
+
+    def check(request: Any, ctx: SimpleContextManager) -> None:
+        notice = next(
+            (m["content"] for m in request.view if is_ephemeral(m) and "Compaction summary" in m["content"]), None
+        )
+        if notice is None:
+            return
+        keep, removed = (int(g or 0) for g in NOTICE_CLAIM.search(notice).groups())
+        recent = [(m["tool_call_id"], m["content"]) for m in ctx.messages if m["role"] == "tool"][-keep:]
+        whole = {(m["tool_call_id"], m["content"]) for m in request.view if m["role"] == "tool"}
+        assert sum(r in whole for r in recent) >= len(recent) - removed, (request.index, notice)
+        seen["checked"] += 1
+        seen["qualified"] += removed > 0
+
+    await replay(SimpleContextManager(), messages, int(estimated_size(messages) * 0.3), on_request=check)
+    assert seen["checked"] and seen["qualified"]  # the run does remove recent results, and says so

@@ -481,6 +481,15 @@ class Session:
                 ids.append(self.previous_ids[0])
             else:
                 ids.append(None if fate == "noid" else f"call_{self.call_serial}")
+        if None in ids:  # a call without an id is refused, the history unchanged; the rest go on
+            before = copy.deepcopy(self.ctx.messages)
+            with pytest.raises(ValueError, match="has id missing"):
+                await self.ctx.add_message({"role": "assistant", "content": "", "tool_calls": tool_calls(calls, ids)})
+            assert self.ctx.messages == before
+            calls = [c for c, i in zip(calls, ids, strict=True) if i is not None]
+            ids = [i for i in ids if i is not None]
+            if not ids:
+                return
         await self.add({"role": "assistant", "content": "", "tool_calls": tool_calls(calls, ids)})
         self.previous_ids = [i for i in ids if i] or self.previous_ids
         results = [(i, c) for i, c in zip(ids, calls, strict=True) if i is not None and c[2] != "missing"]

@@ -633,3 +633,21 @@ def test_hybrid_compacts_only_on_provider_anchored_counts(stem):
     over = {mode: sum(step.over_window for step in steps) for mode, steps in runs.items()}
     boundaries = {mode: sum(step.boundary for step in steps) for mode, steps in runs.items()}
     print(f"\n{stem}: window {window}; requests over it {over}; compaction boundaries {boundaries}")
+
+
+@pytest.mark.asyncio
+async def test_hybrid_tail_counts_the_synthetic_results_repair_inserts():
+    """A crash-broken history: 40 unanswered calls after the billed request. Their stand-in results
+    are sent, so the hybrid count must carry them (they have no _seq)."""
+    ctx = SimpleContextManager(token_meter="hybrid")
+    await ctx.add_message(user("start"))
+    await ctx.get_messages_for_request(token_budget=100_000)
+    await ctx._on_llm_response("llm:response", {"usage": {"input_tokens": 1_000}})
+    await ctx.add_message(asst_calls(*[f"c{i}" for i in range(40)]))
+    await ctx.add_message(user("are you there?"))
+    view = await ctx.get_messages_for_request(token_budget=100_000)
+    stats = ctx._last_token_meter_stats
+    assert sum(m["role"] == "tool" for m in view) == 40
+    assert stats["tail_messages"] == len(view) - 1 == 42
+    assert stats["tail_estimated_tokens"] == estimate_tokens(view[1:])
+    assert stats["hybrid_tokens"] == 1_000 + estimate_tokens(view[1:]) and stats["hybrid_kind"] == "usage"

@@ -313,6 +313,45 @@ async def test_tool_names_are_rebuilt_by_set_messages():
     assert heads == [DIGITS[:20] + "...", DIGITS[:28] + "..."]
 
 
+def reused_ids_history() -> list[dict[str, Any]]:
+    """Two turns of a provider that numbers calls per turn: ``call_0`` is first bash, then read_file."""
+    return [
+        {"role": "user", "content": "go"},
+        call("call_0", "bash"),
+        result("call_0", DIGITS),
+        {"role": "user", "content": "again"},
+        call("call_0", "read_file"),
+        result("call_0", DIGITS),
+    ]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("resumed", [False, True], ids=["live", "after set_messages"])
+async def test_a_reused_call_id_keeps_each_result_under_its_own_tool(resumed: bool):
+    cm = SimpleContextManager(tool_result_exempt_tools=["bash"], tool_result_budget_by_tool={"read_file": 3})
+    if resumed:
+        await cm.set_messages(reused_ids_history())
+    else:
+        for message in reused_ids_history():
+            await cm.add_message(message)
+    bash_result, read_result = cm.messages[2], cm.messages[5]
+    assert cm._truncate_tool_result(bash_result) is bash_result  # exempt: its own call was bash
+    assert cm._truncate_tool_result(read_result)["content"].endswith("] " + DIGITS[:12] + "...")
+
+
+@pytest.mark.asyncio
+async def test_the_default_configuration_harvests_no_tool_names():
+    cm = SimpleContextManager()
+    for message in reused_ids_history():
+        await cm.add_message(message)
+    await cm.set_messages(reused_ids_history())
+    await cm.get_messages_for_request(token_budget=10)  # truncates every result
+    assert cm._tool_name_by_call_id == {} and cm._tool_name_by_seq == {}
+    cm.tool_result_exempt_tools = ["bash"]  # a live knob: names are read when first needed
+    assert cm._truncate_tool_result(cm.messages[2]) is cm.messages[2]
+    assert cm._tool_name_by_call_id == {"call_0": "read_file"}
+
+
 # ----- the seed's mechanism demonstration: the answer is in the last line --------------------------------
 
 
