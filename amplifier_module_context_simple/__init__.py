@@ -47,7 +47,20 @@ logger = logging.getLogger("amplifier_module_context_simple")
 # The capability hosts use to save compaction state next to the transcript and restore it on resume.
 STATE_CAPABILITY = "context.state"
 
+# Events this module emits that amplifier-core's ALL_EVENTS does not list. They are contributed on the
+# "observability.events" channel, where logging hooks collect module events to subscribe to.
+OBSERVABLE_EVENTS = (
+    "context:token_meter",
+    "context:compaction-skipped",
+    "context:pre_summarize",
+    "context:post_summarize",
+)
+OBSERVABILITY_CHANNEL = "observability.events"
+# Every event the module emits: the kernel's context:compaction plus its own.
+CONTEXT_EVENTS = ("context:compaction", *OBSERVABLE_EVENTS)
+
 __all__ = [
+    "CONTEXT_EVENTS",
     "COMPACTION_STRATEGY_PROGRESSIVE",
     "COMPACTION_STRATEGY_SUMMARY",
     "DEFAULT_CLEAR_AT_LEAST",
@@ -58,6 +71,8 @@ __all__ = [
     "METER_KIND_ESTIMATED",
     "METER_KIND_NONE",
     "METER_KIND_USAGE",
+    "OBSERVABILITY_CHANNEL",
+    "OBSERVABLE_EVENTS",
     "STATE_CAPABILITY",
     "STATE_VERSION",
     "SUMMARY_CALL_MODE_FORK",
@@ -89,6 +104,7 @@ async def mount(coordinator: Any, config: dict[str, Any] | None = None) -> Any:
         unregister = hooks.register("llm:response", context._on_llm_response, priority=50, name="context-simple-meter")
     await coordinator.mount("context", context)
     _offer_state_capability(coordinator, context)
+    _contribute_events(coordinator, context)
 
     async def cleanup() -> None:
         if unregister is not None:
@@ -107,3 +123,20 @@ def _offer_state_capability(coordinator: Any, context: SimpleContextManager) -> 
     except Exception as exc:  # an optional offer must never fail the mount
         context._fault_counts["capability_register_failures"] += 1
         logger.warning("context-simple: could not register the %s capability: %s", STATE_CAPABILITY, exc)
+
+
+def _contribute_events(coordinator: Any, context: SimpleContextManager) -> None:
+    """Name the module's own events on the observability channel, where the coordinator has one."""
+    register = getattr(coordinator, "register_contributor", None)
+    if not callable(register):
+        return
+    try:
+        register(OBSERVABILITY_CHANNEL, "context-simple", _observable_events)
+    except Exception as exc:  # an optional offer must never fail the mount
+        context._fault_counts["capability_register_failures"] += 1
+        logger.warning("context-simple: could not contribute to %s: %s", OBSERVABILITY_CHANNEL, exc)
+
+
+def _observable_events() -> list[str]:
+    """The contribution: a fresh list, so a collector that extends it cannot change ours."""
+    return list(OBSERVABLE_EVENTS)
