@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -56,6 +57,8 @@ OBSERVABLE_EVENTS = (
     "context:post_summarize",
 )
 OBSERVABILITY_CHANNEL = "observability.events"
+# How long cleanup waits for a cancelled summary call to unwind (a provider that ignores cancellation).
+SUMMARY_CANCEL_TIMEOUT_S = 1.0
 # Every event the module emits: the kernel's context:compaction plus its own.
 CONTEXT_EVENTS = ("context:compaction", *OBSERVABLE_EVENTS)
 
@@ -109,8 +112,21 @@ async def mount(coordinator: Any, config: dict[str, Any] | None = None) -> Any:
     async def cleanup() -> None:
         if unregister is not None:
             unregister()
+        await _stop_summary_task(context)
 
     return cleanup
+
+
+async def _stop_summary_task(context: SimpleContextManager) -> None:
+    """Cancel a summary call still running, so nothing of ours outlives the session (docs/clean-exit.md)."""
+    task = getattr(context, "_summarization_task", None)
+    if task is None or task.done():
+        return
+    task.cancel()
+    try:
+        await asyncio.wait({task}, timeout=SUMMARY_CANCEL_TIMEOUT_S)
+    except Exception as exc:  # e.g. a task of another event loop: cancelled is enough
+        logger.debug("context-simple: summary task not awaited at cleanup: %s", exc)
 
 
 def _offer_state_capability(coordinator: Any, context: SimpleContextManager) -> None:
