@@ -7,7 +7,9 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
+import time
 from typing import Any
 
 from .config import (
@@ -59,6 +61,8 @@ OBSERVABLE_EVENTS = (
 OBSERVABILITY_CHANNEL = "observability.events"
 # How long cleanup waits for a cancelled summary call to unwind (a provider that ignores cancellation).
 SUMMARY_CANCEL_TIMEOUT_S = 1.0
+# How long the interpreter waits at exit, before finalizing, for amplifier-core's worker threads.
+EXIT_SETTLE_S = 0.05
 # Every event the module emits: the kernel's context:compaction plus its own.
 CONTEXT_EVENTS = ("context:compaction", *OBSERVABLE_EVENTS)
 
@@ -106,6 +110,8 @@ async def mount(coordinator: Any, config: dict[str, Any] | None = None) -> Any:
     if hooks is not None:
         unregister = hooks.register("llm:response", context._on_llm_response, priority=50, name="context-simple-meter")
     await coordinator.mount("context", context)
+    if hooks is not None:
+        _settle_kernel_threads_at_exit()
     _offer_state_capability(coordinator, context)
     _contribute_events(coordinator, context)
 
@@ -156,3 +162,22 @@ def _contribute_events(coordinator: Any, context: SimpleContextManager) -> None:
 def _observable_events() -> list[str]:
     """The contribution: a fresh list, so a collector that extends it cannot change ours."""
     return list(OBSERVABLE_EVENTS)
+
+
+_exit_settle_registered = False
+
+
+def _settle_kernel_threads_at_exit() -> None:
+    """Once per process: sleep briefly at exit so the kernel's threads finish while Python is alive.
+
+    amplifier-core's tokio worker threads release Python objects a few ms after the last emit; if the
+    interpreter is finalizing by then it dies (exit 134/139). atexit runs before finalization starts.
+    """
+    global _exit_settle_registered
+    if not _exit_settle_registered:
+        atexit.register(_exit_settle)
+        _exit_settle_registered = True
+
+
+def _exit_settle() -> None:
+    time.sleep(EXIT_SETTLE_S)

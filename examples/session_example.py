@@ -131,7 +131,6 @@ async def main(turns: int = 4) -> dict[str, int]:
         print(f"history: {len(await context.get_messages())} messages, events: {counts}")
     finally:
         await session.cleanup()
-        await asyncio.sleep(0.05)  # let amplifier-core's threads settle before exit (docs/clean-exit.md)
     return counts
 
 

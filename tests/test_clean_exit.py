@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 from amplifier_core.testing import MockCoordinator
 
+import amplifier_module_context_simple as package
 from amplifier_module_context_simple import mount
+from tests.test_examples import NoChannelCoordinator
 from tests.test_summary import Summarizer, small_history
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,3 +57,22 @@ async def test_cleanup_cancels_a_summary_call_still_running():
     assert task.cancelled() and context._summarization_task is None and not context._is_summarizing
     assert coordinator.hooks.list_handlers("llm:response") == {"llm:response": []}
     assert [t for t in asyncio.all_tasks() if t is not asyncio.current_task()] == []
+
+
+@pytest.mark.asyncio
+async def test_mount_with_a_kernel_registers_the_exit_settle_once(monkeypatch: pytest.MonkeyPatch):
+    registered: list[object] = []
+    monkeypatch.setattr(package, "_exit_settle_registered", False)
+    monkeypatch.setattr(package.atexit, "register", registered.append)
+    await mount(MockCoordinator(), {})
+    await mount(MockCoordinator(), {})
+    assert registered == [package._exit_settle]
+
+
+@pytest.mark.asyncio
+async def test_mount_without_hooks_registers_no_exit_settle(monkeypatch: pytest.MonkeyPatch):
+    registered: list[object] = []
+    monkeypatch.setattr(package, "_exit_settle_registered", False)
+    monkeypatch.setattr(package.atexit, "register", registered.append)
+    await mount(NoChannelCoordinator(), {})
+    assert registered == []
