@@ -59,20 +59,23 @@ async def test_cleanup_cancels_a_summary_call_still_running():
     assert [t for t in asyncio.all_tasks() if t is not asyncio.current_task()] == []
 
 
-@pytest.mark.asyncio
-async def test_mount_with_a_kernel_registers_the_exit_settle_once(monkeypatch: pytest.MonkeyPatch):
+@pytest.fixture
+def atexit_calls(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """What the module registers with atexit, in a process where it has registered nothing yet."""
     registered: list[object] = []
     monkeypatch.setattr(package, "_exit_settle_registered", False)
     monkeypatch.setattr(package.atexit, "register", registered.append)
-    await mount(MockCoordinator(), {})
-    await mount(MockCoordinator(), {})
-    assert registered == [package._exit_settle]
+    return registered
 
 
 @pytest.mark.asyncio
-async def test_mount_without_hooks_registers_no_exit_settle(monkeypatch: pytest.MonkeyPatch):
-    registered: list[object] = []
-    monkeypatch.setattr(package, "_exit_settle_registered", False)
-    monkeypatch.setattr(package.atexit, "register", registered.append)
+async def test_mount_with_a_kernel_registers_the_exit_settle_once(atexit_calls: list[object]):
+    await mount(MockCoordinator(), {})
+    await mount(MockCoordinator(), {})
+    assert atexit_calls == [package._exit_settle]
+
+
+@pytest.mark.asyncio
+async def test_mount_without_hooks_registers_no_exit_settle(atexit_calls: list[object]):
     await mount(NoChannelCoordinator(), {})
-    assert registered == []
+    assert atexit_calls == []
