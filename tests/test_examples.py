@@ -125,3 +125,26 @@ async def test_mount_without_a_channel_or_with_a_failing_one_still_mounts():
     failing = RaisingChannelCoordinator()
     await mount(failing, {})
     assert failing.mounted["context"].fault_stats["capability_register_failures"] == 1
+
+
+def github_anchor(heading: str) -> str:
+    """The anchor GitHub gives a heading: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_local_link_of_the_readme_and_docs_resolves():
+    broken = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        prose = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.DOTALL)
+        for target in re.findall(r"\]\(([^)\s]+)\)", prose):
+            if target.startswith(("http://", "https://")):
+                continue
+            path, _, anchor = target.partition("#")
+            linked = (page.parent / path).resolve() if path else page
+            if not linked.exists():
+                broken.append(f"{page.name}: {target}")
+            elif anchor and linked.suffix == ".md":
+                headings = re.findall(r"^#+ (.+)$", linked.read_text(encoding="utf-8"), flags=re.MULTILINE)
+                if anchor not in {github_anchor(h) for h in headings}:
+                    broken.append(f"{page.name}: {target}")
+    assert broken == []
