@@ -6,7 +6,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import atexit
 import logging
+import time
 from typing import Any
 
 from .config import (
@@ -25,6 +28,7 @@ from .config import (
     parse_config,
 )
 from .manager import SimpleContextManager
+from .presets import PRESETS
 from .replay import REMINDER_ENVELOPE_PREFIX as _REMINDER_ENVELOPE_PREFIX
 from .replay import REPLAY_ENVELOPE_SOURCE as _REPLAY_ENVELOPE_SOURCE
 from .replay import is_real_user_message as _is_real_user_message
@@ -47,7 +51,24 @@ logger = logging.getLogger("amplifier_module_context_simple")
 # The capability hosts use to save compaction state next to the transcript and restore it on resume.
 STATE_CAPABILITY = "context.state"
 
+# Events this module emits that amplifier-core's ALL_EVENTS does not list. They are contributed on the
+# "observability.events" channel, where logging hooks collect module events to subscribe to.
+OBSERVABLE_EVENTS = (
+    "context:token_meter",
+    "context:compaction-skipped",
+    "context:pre_summarize",
+    "context:post_summarize",
+)
+OBSERVABILITY_CHANNEL = "observability.events"
+# How long cleanup waits for a cancelled summary call to unwind (a provider that ignores cancellation).
+SUMMARY_CANCEL_TIMEOUT_S = 1.0
+# How long the interpreter waits at exit, before finalizing, for amplifier-core's worker threads.
+EXIT_SETTLE_S = 0.05
+# Every event the module emits: the kernel's context:compaction plus its own.
+CONTEXT_EVENTS = ("context:compaction", *OBSERVABLE_EVENTS)
+
 __all__ = [
+    "CONTEXT_EVENTS",
     "COMPACTION_STRATEGY_PROGRESSIVE",
     "COMPACTION_STRATEGY_SUMMARY",
     "DEFAULT_CLEAR_AT_LEAST",
@@ -58,6 +79,9 @@ __all__ = [
     "METER_KIND_ESTIMATED",
     "METER_KIND_NONE",
     "METER_KIND_USAGE",
+    "OBSERVABILITY_CHANNEL",
+    "OBSERVABLE_EVENTS",
+    "PRESETS",
     "STATE_CAPABILITY",
     "STATE_VERSION",
     "SUMMARY_CALL_MODE_FORK",
@@ -88,13 +112,29 @@ async def mount(coordinator: Any, config: dict[str, Any] | None = None) -> Any:
     if hooks is not None:
         unregister = hooks.register("llm:response", context._on_llm_response, priority=50, name="context-simple-meter")
     await coordinator.mount("context", context)
+    if hooks is not None:
+        _settle_kernel_threads_at_exit()
     _offer_state_capability(coordinator, context)
+    _contribute_events(coordinator, context)
 
     async def cleanup() -> None:
         if unregister is not None:
             unregister()
+        await _stop_summary_task(context)
 
     return cleanup
+
+
+async def _stop_summary_task(context: SimpleContextManager) -> None:
+    """Cancel a summary call still running, so nothing of ours outlives the session (docs/clean-exit.md)."""
+    task = getattr(context, "_summarization_task", None)
+    if task is None or task.done():
+        return
+    task.cancel()
+    try:
+        await asyncio.wait({task}, timeout=SUMMARY_CANCEL_TIMEOUT_S)
+    except Exception as exc:  # e.g. a task of another event loop: cancelled is enough
+        logger.debug("context-simple: summary task not awaited at cleanup: %s", exc)
 
 
 def _offer_state_capability(coordinator: Any, context: SimpleContextManager) -> None:
@@ -107,3 +147,39 @@ def _offer_state_capability(coordinator: Any, context: SimpleContextManager) -> 
     except Exception as exc:  # an optional offer must never fail the mount
         context._fault_counts["capability_register_failures"] += 1
         logger.warning("context-simple: could not register the %s capability: %s", STATE_CAPABILITY, exc)
+
+
+def _contribute_events(coordinator: Any, context: SimpleContextManager) -> None:
+    """Name the module's own events on the observability channel, where the coordinator has one."""
+    register = getattr(coordinator, "register_contributor", None)
+    if not callable(register):
+        return
+    try:
+        register(OBSERVABILITY_CHANNEL, "context-simple", _observable_events)
+    except Exception as exc:  # an optional offer must never fail the mount
+        context._fault_counts["capability_register_failures"] += 1
+        logger.warning("context-simple: could not contribute to %s: %s", OBSERVABILITY_CHANNEL, exc)
+
+
+def _observable_events() -> list[str]:
+    """The contribution: a fresh list, so a collector that extends it cannot change ours."""
+    return list(OBSERVABLE_EVENTS)
+
+
+_exit_settle_registered = False
+
+
+def _settle_kernel_threads_at_exit() -> None:
+    """Once per process: sleep briefly at exit so the kernel's threads finish while Python is alive.
+
+    amplifier-core's tokio worker threads release Python objects a few ms after the last emit; if the
+    interpreter is finalizing by then it dies (exit 134/139). atexit runs before finalization starts.
+    """
+    global _exit_settle_registered
+    if not _exit_settle_registered:
+        atexit.register(_exit_settle)
+        _exit_settle_registered = True
+
+
+def _exit_settle() -> None:
+    time.sleep(EXIT_SETTLE_S)

@@ -7,10 +7,14 @@ the allowed range, so a misconfigured bundle fails at mount instead of mid-sessi
 
 from __future__ import annotations
 
+import difflib
 import logging
 import math
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from .presets import preset_settings
 
 logger = logging.getLogger("amplifier_module_context_simple")
 
@@ -66,6 +70,9 @@ DEFAULTS: dict[str, Any] = {
     "tool_result_spill_dir": None,
     "replay_last_user_on_compaction": False,
     "max_messages": None,
+    # Evidence-preserving compaction (evidence.py, ledger.py) and presets (presets.py); off by default.
+    "evidence_ledger_share": 0.0,
+    "preset": None,
 }
 
 
@@ -107,10 +114,28 @@ def _fraction(low_open: bool, high: float = 1.0) -> Callable[[str, Any], float]:
     return check
 
 
+# One rule for every boolean key: real bools, and the words YAML users write (never truthiness).
+_BOOLEAN_WORDS = {
+    "true": True,
+    "yes": True,
+    "on": True,
+    "1": True,
+    "false": False,
+    "no": False,
+    "off": False,
+    "0": False,
+}
+
+
 def _boolean(key: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise _bad(key, value, "true or false")
-    return value
+    if isinstance(value, bool):
+        return value
+    if _is_int(value) and value in (0, 1):
+        return bool(value)
+    word = _BOOLEAN_WORDS.get(value.strip().lower()) if isinstance(value, str) else None
+    if word is None:
+        raise _bad(key, value, 'true or false (or "yes"/"no", "on"/"off", "1"/"0")')
+    return word
 
 
 def _optional_str(key: str, value: Any) -> str | None:
@@ -121,9 +146,13 @@ def _optional_str(key: str, value: Any) -> str | None:
     return value
 
 
+NOTICE_VERBOSITIES = ("minimal", "normal", "verbose")
+
+
 def _verbosity(key: str, value: Any) -> str:
-    # The original accepts any string and renders everything but "minimal" as the full notice.
-    if not isinstance(value, str):
+    # The original accepted any string (everything but "minimal" renders the full notice): a typo
+    # such as "minimall" silently gave the long notice, so only the documented values pass.
+    if value not in NOTICE_VERBOSITIES:
         raise _bad(key, value, '"minimal", "normal" or "verbose"')
     return value
 
@@ -148,11 +177,10 @@ def _summary_call_mode(key: str, value: Any) -> str:
 
 
 def _max_skips(key: str, value: Any) -> int:
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        raise _bad(key, value, "an integer (0 and below clamp to 1)") from None
-    return max(1, number)
+    # Integers only: the original's int() turned 2.7 into 2, "3" into 3 and inf into an OverflowError.
+    if not _is_int(value):
+        raise _bad(key, value, "an integer (0 and below clamp to 1)")
+    return max(1, value)
 
 
 def _timeout(key: str, value: Any) -> float:
@@ -206,26 +234,44 @@ def _exempt_tools(key: str, value: Any) -> frozenset[str]:
 def _spill_dir(key: str, value: Any) -> str | None:
     if value is None:
         return None
-    if not isinstance(value, str | bytes) and not hasattr(value, "__fspath__"):
-        raise _bad(key, value, "a directory path or null")
-    text = str(value.__fspath__() if hasattr(value, "__fspath__") else value)
+    try:
+        text = os.fsdecode(os.fspath(value))  # bytes are decoded, never written as "b'...'"
+    except TypeError:
+        raise _bad(key, value, "a directory path or null") from None
     if not text:
         raise _bad(key, value, "a non-empty directory path or null")
-    return text
+    # Resolved once, here: the pointers given to the model must not follow later chdir() calls.
+    return os.path.abspath(text)
 
 
-def _truthy(key: str, value: Any) -> bool:
-    return bool(value)
-
-
-def _raw(key: str, value: Any) -> Any:
-    # Parsed at use (compact_clear_at_least: unparseable means disabled with a warning).
+def _clear_at_least(key: str, value: Any) -> Any:
+    # Checked here, once (the original warned on every compaction); unparseable means off.
+    if value is None:
+        return None
+    try:
+        number = math.nan if isinstance(value, bool) else float(value)  # true/false is no floor
+    except (TypeError, ValueError):
+        number = math.nan
+    if not math.isfinite(number):
+        logger.warning("context-simple: compact_clear_at_least=%r is not a (finite) number; disabled", value)
+        return None
     return value
 
 
+_COUNTER_PROBE = {"role": "user", "content": "token counter probe"}
+
+
 def _token_counter(key: str, value: Any) -> Any:
-    if value is None or callable(value):
-        return value or "estimate"
+    if value is None:
+        return "estimate"
+    if callable(value):
+        try:  # a counter that cannot count fails here, at mount, not on the first request
+            probe = value(dict(_COUNTER_PROBE))
+        except Exception as exc:
+            raise _bad(key, value, f"a callable that counts a message (it raised {type(exc).__name__}: {exc})") from exc
+        if not _is_int(probe) or probe < 0:
+            raise _bad(key, value, f"a callable returning an int >= 0 (it returned {probe!r})")
+        return value
     if isinstance(value, str) and (value in ("estimate", "content") or value.startswith("tiktoken:")):
         return value
     raise _bad(key, value, '"estimate", "content", "tiktoken:ENCODING" or a callable')
@@ -241,7 +287,9 @@ def _absorb_floor(key: str, value: Any) -> int | float:
     # Like compact_clear_at_least: an int >= 1 is tokens, a number in (0, 1) a share of the budget.
     if _is_number(value) and 0 < value < 1:
         return float(value)
-    if _is_int(value) and value >= 0:
+    if _is_number(value) and value == 0:
+        return 0  # 0.0 is the same "off" as 0
+    if _is_int(value) and value >= 1:
         return value
     raise _bad(key, value, "0 (off), an integer of tokens >= 1, or a fraction of the budget in (0, 1)")
 
@@ -250,6 +298,11 @@ def _max_messages(key: str, value: Any) -> int | None:
     if value is None:
         return None
     return _int_at_least(2)(key, value)
+
+
+def _preset(key: str, value: Any) -> str | None:
+    preset_settings(value)  # raises, naming the known presets
+    return value
 
 
 _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
@@ -266,7 +319,7 @@ _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "output_reserve_fraction": _fraction(low_open=False),
     "token_meter": _choice(TOKEN_METER_MODES, TOKEN_METER_ESTIMATE, "token_meter"),
     "token_counter": _token_counter,
-    "compact_clear_at_least": _raw,
+    "compact_clear_at_least": _clear_at_least,
     "compact_max_consecutive_skips": _max_skips,
     "compaction_strategy": _choice(COMPACTION_STRATEGIES, COMPACTION_STRATEGY_PROGRESSIVE, "compaction_strategy"),
     "summary_trigger": _fraction(low_open=True),
@@ -282,24 +335,109 @@ _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "tool_result_budget_by_tool": _budget_by_tool,
     "tool_result_exempt_tools": _exempt_tools,
     "tool_result_spill_dir": _spill_dir,
-    "replay_last_user_on_compaction": _truthy,
+    "replay_last_user_on_compaction": _boolean,
     "max_messages": _max_messages,
+    "evidence_ledger_share": _fraction(low_open=False, high=0.9),
+    "preset": _preset,
 }
+
+
+def _check_consistency(options: Mapping[str, Any]) -> None:
+    """Refuse combinations no single key shows: a target at or above the trigger compacts every request."""
+    threshold, target = options.get("compact_threshold"), options.get("target_usage")
+    if threshold is not None and target is not None and target >= threshold:
+        raise ValueError(
+            f"context-simple: invalid target_usage={target!r} with compact_threshold={threshold!r}; allowed: "
+            "target_usage below compact_threshold (compaction fires at the threshold and cuts down to the "
+            "target, so a target at or above it would make every request a compaction)"
+        )
+
+
+_PAIRED = ("compact_threshold", "target_usage")  # the keys _check_consistency reads
 
 
 def normalize_options(options: Mapping[str, Any]) -> dict[str, Any]:
     """Validate known keys and return them normalized; unknown keys are the caller's business."""
-    return {key: _VALIDATORS[key](key, value) for key, value in options.items() if key in _VALIDATORS}
+    normalized = {key: _VALIDATORS[key](key, value) for key, value in options.items() if key in _VALIDATORS}
+    _check_consistency(normalized)
+    return normalized
+
+
+def _suggestion(key: Any) -> str:
+    close = difflib.get_close_matches(str(key), list(DEFAULTS), n=1, cutoff=0.75)
+    return f"{key!s} (did you mean {close[0]}?)" if close else str(key)
 
 
 def parse_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
     """Read a mount-plan config: warn about unknown keys, validate the rest, fill defaults."""
-    config = dict(config or {})
-    unknown = sorted(key for key in config if key not in DEFAULTS)
+    if config is None:
+        config = {}
+    if not isinstance(config, Mapping):
+        raise ValueError(
+            f"context-simple: the config must be a mapping of key: value (session.context.config), "
+            f"got {type(config).__name__} {config!r:.80}"
+        )
+    unknown = sorted((key for key in config if key not in DEFAULTS), key=str)
     if unknown:
-        logger.warning("context-simple: ignoring unknown config keys: %s", ", ".join(map(str, unknown)))
+        names = ", ".join(map(_suggestion, unknown))
+        logger.warning("context-simple: ignoring unknown config keys: %s", names)
     known = {key: value for key, value in config.items() if key in DEFAULTS}
-    return {**DEFAULTS, **normalize_options(known)}
+    options = {**DEFAULTS, **preset_settings(known.get("preset")), **normalize_options(known)}
+    _check_consistency(options)
+    return options
+
+
+def _warn_missing_prompt(owner: Any, path: str | None) -> None:
+    """Warn once per configured path that cannot be read; the summary call then falls back quietly."""
+    if path is not None and not os.path.isfile(path):
+        logger.warning("context-simple: summarization_prompt_path %r is not a readable file; using the default", path)
+        owner._prompt_path_reported = path
+
+
+# Checks of the environment (not of the value) run once per assignment, on the instance.
+_AFTER_SET: dict[str, Callable[[Any, Any], None]] = {"summarization_prompt_path": _warn_missing_prompt}
+
+
+class _LiveOption:
+    """A config key as an attribute: validated on assignment like at mount; read at plain-attribute speed."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+    def __set__(self, owner: Any, value: Any) -> None:  # no __get__: reads come from the instance dict
+        value = _VALIDATORS[self.key](self.key, value)
+        current = owner.__dict__
+        _check_consistency({key: current.get(key) for key in _PAIRED} | {self.key: value})
+        owner.__dict__[self.key] = value
+        after = _AFTER_SET.get(self.key)
+        if after is not None:
+            after(owner, value)
+
+
+class LiveOptions:
+    """Base class whose config attributes (every key of the table) are validated when assigned."""
+
+    _prompt_path_reported: str | None = None
+
+    def _apply_options(self, options: Mapping[str, Any]) -> None:
+        """Validate a full set of options together (the constructor's), then adopt them."""
+        normalized = normalize_options(options)
+        self.__dict__.update(normalized)
+        for key, after in _AFTER_SET.items():
+            if key in normalized:
+                after(self, normalized[key])
+
+
+for _key in _VALIDATORS:
+    setattr(LiveOptions, _key, _LiveOption(_key))
+
+
+def check_token_budget(value: Any) -> int | float | None:
+    """A request's explicit ``token_budget``: None (ask the provider), or a finite number > 0."""
+    if value is None or (_is_number(value) and value > 0):
+        return value
+    # 0, negative and NaN budgets would silently disable compaction; a string would fail deep inside.
+    raise ValueError(f"context-simple: invalid token_budget={value!r}; allowed: a number of tokens > 0, or None")
 
 
 def parse_clear_at_least(value: Any, budget: int) -> int:

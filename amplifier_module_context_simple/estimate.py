@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 SEQ_KEY = "_seq"
+UNSTAMPED_SLOTS = 16  # messages without _seq remembered at once (a view has a handful)
 
 
 def estimate_message(message: Any) -> int:
@@ -53,6 +54,7 @@ class CountCache:
         self.counter = counter
         self._stored: dict[int, tuple[dict[str, Any], int]] = {}
         self._rewritten: dict[int, tuple[dict[str, Any], int]] = {}
+        self._unstamped: dict[int, tuple[dict[str, Any], int]] = {}  # by id; holds the object so ids stay unique
         self._last_total: tuple[list[dict[str, Any]], int, dict[str, Any], int] | None = None
         self._history_total: tuple[dict[str, Any], int, dict[str, Any], int] | None = None
 
@@ -60,13 +62,25 @@ class CountCache:
         metadata = message.get("metadata")
         seq = metadata.get(SEQ_KEY) if type(metadata) is dict else None
         if seq is None:
-            return self.counter(wire_form(message))
+            return self._count_unstamped(message)
         slots = self._rewritten if ("_truncated" in message or "_stubbed" in message) else self._stored
         entry = slots.get(seq)
         if entry is not None and entry[0] is message:
             return entry[1]
         value = self.counter(wire_form(message))
         slots[seq] = (message, value)
+        return value
+
+    def _count_unstamped(self, message: dict[str, Any]) -> int:
+        """A message without ``_seq`` (the notice, the evidence ledger): the same object re-sent on every
+        request is counted once."""
+        entry = self._unstamped.get(id(message))
+        if entry is not None and entry[0] is message:
+            return entry[1]
+        value = self.counter(wire_form(message))
+        if len(self._unstamped) >= UNSTAMPED_SLOTS:
+            self._unstamped.clear()
+        self._unstamped[id(message)] = (message, value)
         return value
 
     def total(self, messages: Iterable[dict[str, Any]]) -> int:
@@ -99,6 +113,7 @@ class CountCache:
         return value
 
     def clear(self) -> None:
+        self._unstamped.clear()
         self._stored.clear()
         self._rewritten.clear()
         self._last_total = None

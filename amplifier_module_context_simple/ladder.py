@@ -50,15 +50,30 @@ def protected_tool_indices(messages: list[Message], keep: int) -> set[int]:
     return set([i for i, m in enumerate(messages) if m.get("role") == "tool"][-keep:])
 
 
+def _block_text(content: list[Any]) -> str:
+    return "\n".join(b["text"] for b in content if isinstance(b, dict) and isinstance(b.get("text"), str))
+
+
+def content_chars(content: Any) -> int:
+    """A user message's length in characters: its text, or its text blocks plus other blocks' repr."""
+    if isinstance(content, str):
+        return len(content)
+    if not isinstance(content, list):
+        return 0
+    other = sum(len(str(b)) for b in content if not (isinstance(b, dict) and isinstance(b.get("text"), str)))
+    return len(_block_text(content)) + other
+
+
 def stub_user_message(message: Message) -> Message:
-    """The level-8 stub of a long user message: its first 50 characters and a marker."""
+    """The stub of a long user message (str or list of blocks): its first 50 characters and a marker."""
     content = message.get("content")
-    preview = content[:50].replace("\n", " ").strip()
+    text = content if isinstance(content, str) else _block_text(content)
+    preview = text[:50].replace("\n", " ").strip()
     return {
         **message,
         "content": f'[User message compacted - original: "{preview}..."]',
         "_stubbed": True,
-        "_original_length": len(content),
+        "_original_length": content_chars(content),
     }
 
 
@@ -146,8 +161,8 @@ class _Run:
         return (
             self.ops.is_real_user(message)
             and not message.get("_stubbed")
-            and isinstance(content, str)
-            and len(content) > STUB_MIN_CHARS
+            and isinstance(content, str | list)
+            and content_chars(content) > STUB_MIN_CHARS
         )
 
     def stub_users(self, protected_recent: float) -> None:

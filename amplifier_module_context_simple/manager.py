@@ -20,13 +20,15 @@ from .budget import effective_budget, provider_budget
 from .config import (
     COMPACTION_STRATEGY_SUMMARY,
     DEFAULTS,
-    TOKEN_METER_ESTIMATE,
-    normalize_options,
+    LiveOptions,
+    check_token_budget,
     parse_clear_at_least,
 )
 from .estimate import CountCache, estimate_tokens, seq_of
-from .ladder import LadderOps, plan_compaction, protected_tool_indices
-from .notice import notice_message
+from .evidence import EvidenceMixin
+from .ladder import LadderOps
+from .notice import RECENT_RESULTS_REMOVED_KEY, notice_message, removed_recent_results
+from .presets import apply_preset
 from .repair import repair_view, scan_clean
 from .replay import build_replay, is_real_user_message
 from .state import apply_snapshot, build_snapshot, validate_snapshot
@@ -42,11 +44,25 @@ logger = logging.getLogger("amplifier_module_context_simple")
 
 Message = dict[str, Any]
 _D = DEFAULTS
+# Every documented ``fault_stats`` key: present (0) from the start, so callers can index it.
+FAULT_KEYS = (
+    "hook_emit_failures",
+    "provider_info_failures",
+    "spill_write_failures",
+    "summarization_failures",
+    "system_prompt_factory_failures",
+    "usage_events_ignored",
+    "capability_register_failures",
+    "repair_synthetic_results",
+    "repair_orphans_dropped",
+    "repair_duplicates_dropped",
+)
 
 
-class SimpleContextManager(TokenMeterMixin, ToolResultMixin, SummaryMixin):
+class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResultMixin, SummaryMixin):
     """In-memory context manager with sticky, cache-friendly, non-destructive compaction."""
 
+    @apply_preset
     def __init__(
         self,
         max_tokens: int = _D["max_tokens"],
@@ -81,10 +97,11 @@ class SimpleContextManager(TokenMeterMixin, ToolResultMixin, SummaryMixin):
         replay_last_user_on_compaction: bool = _D["replay_last_user_on_compaction"],
         max_messages: int | None = _D["max_messages"],
         token_counter: Any = _D["token_counter"],
+        evidence_ledger_share: float = _D["evidence_ledger_share"],
+        preset: str | None = _D["preset"],
     ) -> None:
         options = {k: v for k, v in locals().items() if k not in ("self", "hooks", "__class__")}
-        for key, value in normalize_options(options).items():
-            setattr(self, key, value)
+        self._apply_options(options)  # validated together; later assignments are validated one by one
         if self.max_messages is not None:
             logger.info("context-simple: max_messages is accepted and ignored (token budgets govern views)")
         self._hooks = hooks
@@ -92,7 +109,7 @@ class SimpleContextManager(TokenMeterMixin, ToolResultMixin, SummaryMixin):
         self._next_seq = 0
         self._system_prompt_factory: Callable[[], Awaitable[str]] | None = None
         self._last_good_system_prompt: str | None = None
-        self._tool_name_by_call_id: dict[str, str] = {}
+        self._reset_tool_names()
         self._spilled_paths: set[str] = set()
         self._fault_counts: Counter[str] = Counter()
         self._reported_repairs: set[tuple[str, int, int, int]] = set()
@@ -114,6 +131,7 @@ class SimpleContextManager(TokenMeterMixin, ToolResultMixin, SummaryMixin):
         self._removed_seqs: set[int] = set()
         self._truncated_seqs: set[int] = set()
         self._stubbed_seqs: set[int] = set()
+        self._ledger: tuple[int, str, int] | None = None  # (anchor seq, text, removed count): evidence.py
         self._sticky_level = 0
         self._last_compaction_stats: dict[str, Any] | None = None
         self._last_replayed_boundary: tuple[int, int] | None = None
@@ -148,8 +166,8 @@ class SimpleContextManager(TokenMeterMixin, ToolResultMixin, SummaryMixin):
         metadata["_seq"] = self._next_seq
         stored["metadata"] = metadata
         self._next_seq += 1
-        self._harvest_tool_names(stored)
         self.messages.append(stored)
+        self._harvest_tool_names()
 
     async def get_messages(self) -> list[Message]:
         """The full stored history (with ``_seq`` and timestamps), never compacted."""
@@ -167,16 +185,16 @@ class SimpleContextManager(TokenMeterMixin, ToolResultMixin, SummaryMixin):
             stored.append(message)
         self.messages = stored
         self._next_seq = len(stored)
-        self._tool_name_by_call_id = {}
-        for message in stored:
-            self._harvest_tool_names(message)
+        self._reset_tool_names()
+        self._harvest_tool_names()
         self._reset_compaction_state()
+        self._measurement_stale = True  # the reading (kept, as in the original) measured another history
 
     async def clear(self) -> None:
         """Empty the history and reset every piece of state (spill files are never deleted)."""
         self.messages = []
         self._next_seq = 0
-        self._tool_name_by_call_id = {}
+        self._reset_tool_names()
         self._spilled_paths = set()
         self._last_measured_prompt_tokens = None
         self._last_token_meter_stats = None
@@ -204,12 +222,13 @@ class SimpleContextManager(TokenMeterMixin, ToolResultMixin, SummaryMixin):
     def restore_state(self, state: Any) -> None:
         """Adopt a snapshot after ``set_messages()`` of its history; else ValueError, nothing changed."""
         apply_snapshot(self, validate_snapshot(state, self.messages))
+        self._measurement_stale = self._anchor_seq is None  # a reading with an anchor measured this history
 
     # ----- one request -------------------------------------------------------------------------
 
     async def get_messages_for_request(self, token_budget: int | None = None, provider: Any = None) -> list[Message]:
         """The view to send now: the history, compacted only if it no longer fits the budget."""
-        budget = self._calculate_budget(token_budget, provider)
+        budget = self._calculate_budget(check_token_budget(token_budget), provider)
         if self.compaction_strategy == COMPACTION_STRATEGY_SUMMARY and provider is not None:
             self._cached_provider = provider
         budget = effective_budget(budget, self.compaction_notice_token_reserve, self.compaction_notice_enabled)
@@ -220,10 +239,10 @@ class SimpleContextManager(TokenMeterMixin, ToolResultMixin, SummaryMixin):
         if self.compaction_strategy == COMPACTION_STRATEGY_SUMMARY:
             self._maybe_trigger_summary_compaction(token_count, budget)
         fire = self._should_compact(token_count, budget, kind)
-        # A measured count describes the last (compacted) view, not the raw history: once a compaction
-        # happened, keep its view (decisions, system messages in front) even when that count is low.
-        compacted_before = self._has_sticky_state() or self._last_compaction_stats is not None
-        keep_sticky = self.token_meter != TOKEN_METER_ESTIMATE and compacted_before
+        # Once a compaction happened, keep its view (decisions, system messages in front) even when the
+        # count is low: a measured count describes the last compacted view, and a budget that grew would
+        # otherwise send the full history again (a non-append change) with no boundary and no event.
+        keep_sticky = self._has_sticky_state() or self._last_compaction_stats is not None
         extended = self._view_cache.extend(self, working, budget, fire or keep_sticky, fire)
         if extended is not None:
             return extended  # between boundaries: the last view plus what was appended (view_cache.py)
@@ -274,9 +293,9 @@ class SimpleContextManager(TokenMeterMixin, ToolResultMixin, SummaryMixin):
         self._clean_upto = (resume, working[resume - 1]) if resume > 0 else None
         if clean:
             return working
-        repaired, report = repair_view(working)
-        if repaired is working:
-            return working
+        repaired, report = repair_view(working, resume)
+        if not report.broken:
+            return repaired  # unchanged, or only hook messages moved after their group: not a fault
         self._fault_counts["repair_synthetic_results"] += report.synthetic_results
         self._fault_counts["repair_orphans_dropped"] += report.orphans_dropped
         self._fault_counts["repair_duplicates_dropped"] += report.duplicates_dropped
@@ -344,6 +363,13 @@ class SimpleContextManager(TokenMeterMixin, ToolResultMixin, SummaryMixin):
 
     async def _compact_ephemeral(self, budget: int, source_messages: list[Message] | None = None) -> list[Message]:
         """Apply sticky decisions; escalate the ladder only when they no longer keep the view under threshold."""
+        try:
+            return await self._compact_pass(budget, source_messages)
+        finally:
+            self._clear_at_least_pending = None  # call-scoped, also after the fail-loud RuntimeError
+
+    async def _compact_pass(self, budget: int, source_messages: list[Message] | None) -> list[Message]:
+        """One pass of ``_compact_ephemeral`` (which clears the clear-at-least capture when it ends)."""
         self._clear_at_least_pending = None
         self._clear_at_least_last_refused = False
         source = list(self.messages) if source_messages is None else source_messages
@@ -355,8 +381,8 @@ class SimpleContextManager(TokenMeterMixin, ToolResultMixin, SummaryMixin):
             (system if message.get("role") == "system" else non_system).append(message)
         swapped = False
         if self.compaction_strategy == COMPACTION_STRATEGY_SUMMARY and self._pending_summary is not None:
-            non_system, swapped = self._swap_in_pending_summary(non_system)
-        working = self._apply_sticky_decisions(non_system)
+            non_system, swapped = await self._swap_in_pending_summary(non_system)
+        working = self._with_ledger(self._apply_sticky_decisions(non_system))
         system_tokens = counts.total(system)
         current = system_tokens + counts.total(working)
         target = int(budget * self.target_usage)
@@ -378,14 +404,7 @@ class SimpleContextManager(TokenMeterMixin, ToolResultMixin, SummaryMixin):
                 "sticky": self._sticky_snapshot(),
                 "budget": budget,
             }
-        plan = plan_compaction(
-            working,
-            system_tokens,
-            target,
-            self.protected_recent,
-            self.protected_tool_results,
-            self._ladder_ops(),
-        )
+        plan = self._plan_compaction(working, system_tokens, target)
         for seq in plan.removed:
             self._record_removed(seq)
         self._truncated_seqs |= plan.truncated - plan.removed
@@ -454,7 +473,7 @@ class SimpleContextManager(TokenMeterMixin, ToolResultMixin, SummaryMixin):
             if refused is not None:
                 return refused
         if final_tokens > budget:
-            self._warn_over_budget(level, final_tokens, budget, self._counts().total(system))
+            self._warn_over_budget(level, final_tokens, budget, self._counts().total(system), target)
         self._sticky_level = max(self._sticky_level, level)
         stats = {
             "before_tokens": before[0],
@@ -473,24 +492,31 @@ class SimpleContextManager(TokenMeterMixin, ToolResultMixin, SummaryMixin):
         }
         if self.compaction_strategy == COMPACTION_STRATEGY_SUMMARY:
             stats["messages_absorbed_by_summary"] = self._summary_absorbed_count
+        if removed := removed_recent_results(self.messages, final, self.protected_tool_results):
+            stats[RECENT_RESULTS_REMOVED_KEY] = removed  # the notice must not claim them
+        stats.update(self._evidence_stats(working))
         self._last_compaction_stats = stats
         await self._emit("context:compaction", dict(stats))
         return final
 
-    def _warn_over_budget(self, level: int, final_tokens: int, budget: int, system_tokens: int) -> None:
+    def _warn_over_budget(self, level: int, final_tokens: int, budget: int, system_tokens: int, target: int) -> None:
         if system_tokens > budget:
             cause = f"the system prompt ALONE is {system_tokens:,} tokens, an un-reducible floor"
         else:
             cause = (
-                "the protected floor (system messages, first and last user message, "
-                f"protected_recent={self.protected_recent:.0%}, "
-                f"protected_tool_results={self.protected_tool_results}) does not fit"
+                "what no level may reduce does not fit: the protected floor (system messages, first and last "
+                f"user message, protected_recent={self.protected_recent:.0%}, "
+                f"protected_tool_results={self.protected_tool_results}), tool groups reaching into it, and "
+                "content no level rewrites (results of exempt tools, non-text results)"
             )
         logger.warning(
-            "context-simple: Compaction finished OVER BUDGET at level %d: %s tokens against a budget of %s; %s",
+            "context-simple: Compaction finished OVER BUDGET at level %d: %s tokens against a budget of %s "
+            "(%.0f%% of budget, target %s); %s",
             level,
             f"{final_tokens:,}",
             f"{budget:,}",
+            100 * final_tokens / budget if budget > 0 else 0.0,
+            f"{target:,}",
             cause,
         )
 
@@ -546,8 +572,10 @@ class SimpleContextManager(TokenMeterMixin, ToolResultMixin, SummaryMixin):
     def _extract_seq(message: Any) -> int | None:
         return seq_of(message)
 
-    def _protected_tool_indices(self, messages: list[Message]) -> list[int]:
-        return sorted(protected_tool_indices(messages, self.protected_tool_results))
+    def _protected_tool_indices(self, tool_result_indices: list[int]) -> set[int]:
+        """Of the tool results' positions, those never to truncate: the last ``protected_tool_results``."""
+        keep = self.protected_tool_results
+        return set(tool_result_indices[-keep:]) if keep > 0 else set()
 
     async def _emit(self, event: str, payload: dict[str, Any]) -> None:
         """Emit a hook event; a failing hook is logged and counted, never raised into the turn."""
@@ -561,8 +589,8 @@ class SimpleContextManager(TokenMeterMixin, ToolResultMixin, SummaryMixin):
 
     @property
     def fault_stats(self) -> dict[str, int]:
-        """Counters of optional features that failed and degraded (never failed the turn)."""
-        return dict(self._fault_counts)
+        """Counters of optional features that failed and degraded (never failed the turn); all present."""
+        return {**dict.fromkeys(FAULT_KEYS, 0), **self._fault_counts}
 
 
 def _kept_with_factory(message: Message) -> bool:

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from .estimate import seq_of
+
 NOTICE_SOURCE = "context-compaction"
+# Compaction stats key, present only when some of the last ``protected_tool_results`` results were removed.
+RECENT_RESULTS_REMOVED_KEY = "protected_tool_results_removed"
 
 _MINIMAL = (
     '<system-reminder source="context-compaction">\n'
@@ -34,6 +38,38 @@ def _affected(level: int, protected_tool_results: int) -> str:
     )
 
 
+def _evidence_line(stats: dict[str, Any]) -> str:
+    """In evidence mode (its stats keys present), where the removed messages' key lines are."""
+    if not stats.get("ledger_lines"):
+        return ""
+    return f"- {stats['ledger_lines']} key lines of removed messages are kept where they were\n"
+
+
+def removed_recent_results(stored: list[dict[str, Any]], view: list[dict[str, Any]], keep: int) -> int:
+    """How many of the last ``keep`` stored tool results the view does not hold in full.
+
+    ``protected_tool_results`` protects them from truncation, not from removal (as in the original),
+    so the notice must not claim them when a level removed some.
+    """
+    if keep <= 0:
+        return 0
+    recent: set[int] = set()
+    for message in reversed(stored):
+        if message.get("role") == "tool" and (seq := seq_of(message)) is not None:
+            recent.add(seq)
+            if len(recent) == keep:
+                break
+    whole = {seq_of(m) for m in view if m.get("role") == "tool" and not m.get("_truncated")}
+    return len(recent - whole)
+
+
+def _recent_results_line(stats: dict[str, Any]) -> str:
+    keep, removed = stats["protected_tool_results"], stats.get(RECENT_RESULTS_REMOVED_KEY, 0)
+    if not removed:
+        return f"- Last {keep} tool results (full content)"
+    return f"- Last {keep} tool results (full content), except {removed} of them removed by compaction"
+
+
 def notice_text(stats: dict[str, Any], verbosity: str) -> str:
     """The notice body for the given stats; "minimal" is one sentence, anything else the summary."""
     if verbosity == "minimal":
@@ -46,13 +82,14 @@ def notice_text(stats: dict[str, Any], verbosity: str) -> str:
         f"- Messages: {stats['before_messages']} → {stats['after_messages']} "
         f"({stats['messages_removed']} removed, {stats['user_messages_stubbed']} stubbed)\n"
         f"- Tool results: {stats['messages_truncated']} truncated\n"
+        f"{_evidence_line(stats)}"
         f"- Tokens: {stats['before_tokens']:,} → {stats['after_tokens']:,} "
         f"(target: {stats['target_tokens']:,})\n\n"
         "What was preserved:\n"
         "- All system messages (your instructions and identity)\n"
         "- Last user message (current task)\n"
         f"- Recent messages ({stats['protected_recent']:.0%} of conversation)\n"
-        f"- Last {stats['protected_tool_results']} tool results (full content)\n\n"
+        f"{_recent_results_line(stats)}\n\n"
         "What may be affected:\n"
         f"{_affected(stats['strategy_level'], stats['protected_tool_results'])}\n\n"
         "Note: This compaction is ephemeral (affects only this request). "

@@ -3,8 +3,10 @@
 Providers require every assistant tool call to be answered by the tool messages right after it, and
 every tool message to answer a call of that group. A crash can leave an assistant call whose result
 never came, or a result whose call is missing. :func:`repair_view` fixes the VIEW only: it inserts a
-fixed synthetic result for each unanswered call and leaves out orphan and duplicate results. It never
-mutates its input; an unbroken view comes back as the same list object.
+fixed synthetic result for each unanswered call and leaves out orphan and duplicate results. A message
+stored while a group still waits for results (amplifier-core's loop-basic stores a ``tool:post`` hook's
+``inject_context`` before the results) is moved to follow the group. It never mutates its input; an
+unbroken view comes back as the same list object.
 """
 
 from __future__ import annotations
@@ -21,17 +23,26 @@ SYNTHETIC_RESULT_TEXT = (
 
 @dataclass(frozen=True)
 class RepairReport:
-    """What :func:`repair_view` did; ``calls_without_id`` are counted but cannot be repaired."""
+    """What :func:`repair_view` did; ``calls_without_id`` are counted but cannot be repaired.
+
+    ``messages_moved`` counts messages that sat between a call and its results (not a fault).
+    """
 
     synthetic_results: int = 0
     orphans_dropped: int = 0
     duplicates_dropped: int = 0
     calls_without_id: int = 0
+    messages_moved: int = 0
+
+    @property
+    def broken(self) -> bool:
+        """True when the history itself was broken (results invented or left out)."""
+        return bool(self.synthetic_results or self.orphans_dropped or self.duplicates_dropped)
 
     @property
     def changed(self) -> bool:
         """True when the repaired view differs from the input view."""
-        return bool(self.synthetic_results or self.orphans_dropped or self.duplicates_dropped)
+        return self.broken or bool(self.messages_moved)
 
 
 def tool_call_ids(message: dict[str, Any]) -> list[str | None] | None:
@@ -62,20 +73,32 @@ class _Scan:
         self.out: list[dict[str, Any]] = []
         self.expected: dict[str, None] = {}  # ordered set: ids of the open group, in call order
         self.answered: set[str] = set()
-        self.synthetic = self.orphans = self.duplicates = self.no_id = 0
+        self.deferred: list[dict[str, Any]] = []  # stored inside the open group: they follow it
+        self.overtaken = 0  # how many of them a real result overtook (so they really moved)
+        self.synthetic = self.orphans = self.duplicates = self.no_id = self.moved = 0
 
     def open_group(self, ids: list[str | None]) -> None:
         self.expected = dict.fromkeys(i for i in ids if i is not None)
         self.answered = set()
         self.no_id += ids.count(None)
 
+    def waiting(self) -> bool:
+        """The open group still has calls without a result."""
+        return len(self.answered) < len(self.expected)
+
+    def defer(self, message: dict[str, Any]) -> None:
+        """Hold a message stored between a call and its results; it follows the group."""
+        self.deferred.append(message)
+
     def close_group(self) -> None:
-        """Answer the open group's unanswered ids, at the end of its run of tool messages."""
+        """Answer the open group's unanswered ids after its results, then the messages held back."""
         for call_id in self.expected:
             if call_id not in self.answered:
                 self.out.append(synthetic_result(call_id))
                 self.synthetic += 1
-        self.expected, self.answered = {}, set()
+        self.out.extend(self.deferred)
+        self.moved += self.overtaken
+        self.expected, self.answered, self.deferred, self.overtaken = {}, set(), [], 0
 
     def tool_result(self, message: dict[str, Any]) -> None:
         call_id = message.get("tool_call_id")
@@ -86,6 +109,7 @@ class _Scan:
         else:
             self.answered.add(call_id)
             self.out.append(message)
+            self.overtaken = len(self.deferred)
 
 
 def scan_clean(messages: list[dict[str, Any]], start: int = 0) -> tuple[bool, int]:
@@ -121,18 +145,25 @@ def scan_clean(messages: list[dict[str, Any]], start: int = 0) -> tuple[bool, in
     return group_start == len(messages) - 1, group_start
 
 
-def repair_view(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], RepairReport]:
+def repair_view(messages: list[dict[str, Any]], start: int = 0) -> tuple[list[dict[str, Any]], RepairReport]:
     """Repair a view in one O(n) pass; return the same list object when nothing needed repair.
 
+    ``start`` is a group boundary up to which the view is known clean (see :func:`scan_clean`):
+    only what follows it is read.
+
     Unanswered calls of a non-trailing assistant get synthetic results; orphan and duplicate tool
-    results are left out. A trailing assistant (the last message) keeps its unanswered calls: the
-    orchestrator is about to run them.
+    results are left out. A non-assistant message stored while the open group still waits for
+    results is moved after the group, so the results that follow it still answer their calls. A
+    trailing assistant (the last message) keeps its unanswered calls: the orchestrator is about to
+    run them.
     """
-    if scan_clean(messages)[0]:
+    if scan_clean(messages, start)[0]:
         return messages, RepairReport()
     scan = _Scan()
+    scan.out = messages[:start]
     group_start = -1  # index of the open group's assistant, -1 when no group is open
-    for index, message in enumerate(messages):
+    for index in range(start, len(messages)):
+        message = messages[index]
         if _is_tool_result(message):
             if group_start < 0:
                 scan.orphans += 1
@@ -140,6 +171,9 @@ def repair_view(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], R
                 scan.tool_result(message)
             continue
         if group_start >= 0:
+            if message.get("role") != "assistant" and scan.waiting():
+                scan.defer(message)
+                continue
             scan.close_group()
             group_start = -1
         ids = tool_call_ids(message)
@@ -149,7 +183,7 @@ def repair_view(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], R
         scan.out.append(message)
     if group_start >= 0 and group_start != len(messages) - 1:
         scan.close_group()
-    report = RepairReport(scan.synthetic, scan.orphans, scan.duplicates, scan.no_id)
+    report = RepairReport(scan.synthetic, scan.orphans, scan.duplicates, scan.no_id, scan.moved)
     return (scan.out if report.changed else messages), report
 
 

@@ -20,8 +20,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .estimate import SEQ_KEY
+from .estimate import SEQ_KEY, seq_of
+from .replay import is_real_user_message
 from .token_meter import METER_KIND_ESTIMATED, METER_KIND_NONE, METER_KIND_USAGE
+from .tool_pairs import tool_groups
 
 STATE_VERSION = 1
 DIGEST_PREFIX = "sha256:"
@@ -44,6 +46,7 @@ FIELDS: tuple[Field, ...] = (
     Field("sticky", "truncated_seqs", "_truncated_seqs", "seqs"),
     Field("sticky", "stubbed_seqs", "_stubbed_seqs", "seqs"),
     Field("sticky", "level", "_sticky_level", "count"),
+    Field("sticky", "ledger", "_ledger", "ledger"),
     Field("compaction", "last_stats", "_last_compaction_stats", "stats"),
     Field("meter", "last_measured_prompt_tokens", "_last_measured_prompt_tokens", "opt_count"),
     Field("meter", "anchor_seq", "_anchor_seq", "opt_position"),
@@ -67,6 +70,8 @@ FIELDS: tuple[Field, ...] = (
     Field("summary", "pending", "_pending_summary", "pending"),
     Field("replay", "last_boundary", "_last_replayed_boundary", "boundary"),
 )
+# Keys added after version 1 shipped: a snapshot without them is read as holding the empty value.
+OPTIONAL: dict[tuple[str, str], Any] = {("sticky", "ledger"): None}
 GROUPS: tuple[str, ...] = tuple(dict.fromkeys(field.group for field in FIELDS))
 
 # Manager attributes deliberately NOT in a snapshot, and why (tests check every attribute is classified).
@@ -76,6 +81,8 @@ NOT_SAVED: dict[str, str] = {
     "messages": "the history itself: restored by set_messages()",
     "_next_seq": "re-stamped by set_messages()",
     "_tool_name_by_call_id": "derived from the history by set_messages()",
+    "_tool_name_by_seq": "derived from the history by set_messages()",
+    "_tool_names_harvested": "derived from the history by set_messages()",
     "_system_prompt_factory": "the host registers it again",
     "_last_good_system_prompt": "only a fallback while the factory fails; the factory is asked again",
     "_spilled_paths": "write-once bookkeeping: spill files are content-addressed and idempotent",
@@ -84,11 +91,14 @@ NOT_SAVED: dict[str, str] = {
     "_counts_key": "cache",
     "_count_cache": "cache (per-_seq counts, recomputed on demand)",
     "_derived": "cache (truncated and stubbed rewrites, recomputed on demand)",
+    "_ledger_cache": "cache (the ledger message object, rebuilt from sticky.ledger on demand)",
     "_view_cache": "cache (the last view, extended between boundaries; rebuilt on demand)",
     "_escalation_allowed": "set and reset within one request",
     "_clear_at_least_pending": "set and reset within one request",
     "_clear_at_least_last_refused": "set and reset within one request",
     "_last_token_meter_stats": "report of the last request; recomputed before it is read",
+    "_measurement_stale": "derived by restore_state from meter.anchor_seq",
+    "_prompt_path_reported": "log de-duplication",
     "_is_summarizing": "a running summary call is not resumable (a finished one is: summary.pending)",
     "_summarization_task": "a running summary call is not resumable (a finished one is: summary.pending)",
     "_summary_generation": "invalidates a running summary call when the history is replaced",
@@ -152,15 +162,42 @@ def history_digest(messages: Sequence[dict[str, Any]]) -> str:
 # ----- building ----------------------------------------------------------------------------------
 
 
-def _encode(kind: str, value: Any) -> Any:
+class _Positions:
+    """Sequence number -> position in the stored history: what ``set_messages()`` re-stamps ``_seq`` to.
+
+    Normally the same number; translating keeps a snapshot right even when they differ (a message
+    appended to ``messages`` directly, without a ``_seq``).
+    """
+
+    def __init__(self, messages: Sequence[dict[str, Any]]) -> None:
+        self.count = len(messages)
+        self.by_seq = {seq: i for i, m in enumerate(messages) if (seq := seq_of(m)) is not None}
+
+    def seqs(self, seqs: Any) -> list[int]:
+        return sorted(self.by_seq[s] for s in seqs if s in self.by_seq)
+
+    def boundary(self, seq: int | None) -> int | None:
+        """The position of the first message stamped ``seq`` or later (the meter's anchor)."""
+        if seq is None:
+            return None
+        return min((i for s, i in self.by_seq.items() if s >= seq), default=self.count)
+
+
+def _encode(kind: str, value: Any, positions: _Positions) -> Any:
     if kind == "seqs":
-        return sorted(value)
+        return positions.seqs(value)
+    if kind == "opt_position":
+        return positions.boundary(value)
     if kind == "boundary":
         return None if value is None else list(value)
     if kind == "stats":
         return None if value is None else json.loads(json.dumps(value, default=str))
     if kind == "pending":
-        return None if value is None else {"seqs": sorted(value["seqs"]), "text": value["text"]}
+        return None if value is None else {"seqs": positions.seqs(value["seqs"]), "text": value["text"]}
+    if kind == "ledger":
+        if value is None:
+            return None
+        return {"anchor": positions.boundary(value[0]), "text": value[1], "removed": value[2]}
     return value
 
 
@@ -173,8 +210,9 @@ def build_snapshot(manager: Any) -> dict[str, Any]:
     }
     for group in GROUPS:
         snapshot[group] = {}
+    positions = _Positions(manager.messages)
     for field in FIELDS:
-        snapshot[field.group][field.key] = _encode(field.kind, getattr(manager, field.attribute))
+        snapshot[field.group][field.key] = _encode(field.kind, getattr(manager, field.attribute), positions)
     return snapshot
 
 
@@ -200,6 +238,46 @@ def _seqs(value: Any, where: str, message_count: int) -> set[int]:
     return set(value)
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+_COUNT = (_is_count, "an int >= 0")
+# The compaction stats (the notice and the ladder read them): key -> (check, what it must be).
+STATS_SCHEMA: dict[str, tuple[Callable[[Any], bool], str]] = {
+    **dict.fromkeys(
+        (
+            "before_tokens",
+            "after_tokens",
+            "before_messages",
+            "after_messages",
+            "messages_removed",
+            "messages_truncated",
+            "user_messages_stubbed",
+            "system_messages_preserved",
+        ),
+        _COUNT,
+    ),
+    "strategy_level": (lambda v: _is_count(v) and v <= 8, "an int from 0 to 8"),
+    "budget": (_is_int, "an int"),
+    "target_tokens": (_is_int, "an int"),
+    "protected_recent": (_is_number, "a finite number"),
+    "protected_tool_results": (_is_int, "an int"),
+}
+OPTIONAL_STATS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "messages_absorbed_by_summary": _COUNT,
+    "protected_tool_results_removed": _COUNT,
+    # evidence mode (evidence_ledger_share > 0)
+    "ledger_lines": _COUNT,
+    "ledger_tokens": _COUNT,
+    "ledger_sources": _COUNT,
+}
+
+
 def _stats(value: Any, where: str) -> dict[str, Any] | None:
     if value is None:
         return None
@@ -208,6 +286,14 @@ def _stats(value: Any, where: str) -> dict[str, Any] | None:
     for key, item in value.items():
         if not isinstance(key, str) or not _is_json(item):
             raise _refuse(f"{where}[{key!r}] must be a JSON value, got {type(item).__name__}")
+    missing = sorted(set(STATS_SCHEMA) - set(value))
+    unknown = sorted(set(value) - set(STATS_SCHEMA) - set(OPTIONAL_STATS))
+    if missing or unknown:
+        raise _refuse(f"{where} must hold the compaction stats: missing keys {missing}, unexpected keys {unknown}")
+    for key, item in value.items():
+        accept, expected = {**STATS_SCHEMA, **OPTIONAL_STATS}[key]
+        if not accept(item):
+            raise _refuse(f"{where}[{key!r}] must be {expected}, got {item!r}")
     return copy.deepcopy(value)
 
 
@@ -229,6 +315,17 @@ def _pending(value: Any, where: str, message_count: int) -> dict[str, Any] | Non
     if not isinstance(value, dict) or set(value) != {"seqs", "text"} or not isinstance(value["text"], str):
         raise _refuse(f"{where} must be null or an object with 'seqs' (positions) and 'text' (a string)")
     return {"seqs": frozenset(_seqs(value["seqs"], f"{where}.seqs", message_count)), "text": value["text"]}
+
+
+def _ledger(value: Any, where: str, message_count: int) -> tuple[int, str, int] | None:
+    """The evidence ledger: the seq it is anchored after, its text, and how many removals it covers."""
+    if value is None:
+        return None
+    ok = isinstance(value, dict) and set(value) == {"anchor", "text", "removed"} and isinstance(value["text"], str)
+    if not ok or not _is_count(value["removed"]):
+        raise _refuse(f"{where} must be null or an object with 'anchor', 'text' and 'removed'")
+    (anchor,) = _seqs([value["anchor"]], f"{where}.anchor", message_count)
+    return (anchor, value["text"], value["removed"])
 
 
 def _boundary(value: Any, where: str) -> tuple[int, int] | None:
@@ -263,6 +360,8 @@ def _value(field: Field, value: Any, message_count: int) -> Any:
         return _boundary(value, where)
     if field.kind == "pending":
         return _pending(value, where, message_count)
+    if field.kind == "ledger":
+        return _ledger(value, where, message_count)
     return _scalar(field.kind, value, where, message_count)
 
 
@@ -300,13 +399,52 @@ def validate_snapshot(state: Any, messages: Sequence[dict[str, Any]]) -> dict[st
     for group in GROUPS:
         keys = {field.key for field in FIELDS if field.group == group}
         section = state[group]
+        if isinstance(section, dict):
+            section = {**{k: v for (g, k), v in OPTIONAL.items() if g == group}, **section}
+            state = {**state, group: section}
         if not isinstance(section, dict) or set(section) != keys:
             got = sorted(map(str, section)) if isinstance(section, dict) else type(section).__name__
             raise _refuse(f"malformed state: {group} must hold exactly {sorted(keys)}, got {got}")
     values = {field.attribute: _value(field, state[field.group][field.key], count) for field in FIELDS}
     if values["_removed_seqs"] & (values["_truncated_seqs"] | values["_stubbed_seqs"]):
         raise _refuse("malformed state: a removed position is also marked truncated or stubbed")
+    _check_decisions(values, messages[:count])
+    _close_over_tool_groups(values, messages)
     return values
+
+
+def _check_decisions(values: dict[str, Any], history: Sequence[dict[str, Any]]) -> None:
+    """Refuse decisions the ladder never makes: each would rewrite or drop what a view must keep."""
+    for position in sorted(values["_truncated_seqs"]):
+        if history[position].get("role") != "tool":
+            role = history[position].get("role")
+            raise _refuse(f"sticky.truncated_seqs holds {position}, a {role} message: only tool results are truncated")
+    for position in sorted(values["_stubbed_seqs"]):
+        if not is_real_user_message(history[position]):
+            raise _refuse(f"sticky.stubbed_seqs holds {position}, not a user's own message: only those are stubbed")
+    users = [i for i, m in enumerate(history) if is_real_user_message(m)]
+    kept = {users[0], users[-1]} if users else set()
+    pending = values["_pending_summary"]
+    for where, seqs in (
+        ("sticky.removed_seqs", values["_removed_seqs"]),
+        ("summary.pending.seqs", pending and pending["seqs"]),
+    ):
+        hit = sorted(kept & set(seqs or ()))
+        if hit:
+            raise _refuse(f"{where} holds {hit[0]}, the first or last real user message, which is never removed")
+
+
+def _close_over_tool_groups(values: dict[str, Any], messages: Sequence[dict[str, Any]]) -> None:
+    """A removal that splits a tool group takes the whole group (a lone result or call breaks a view)."""
+    groups = tool_groups(list(messages))
+    removed = values["_removed_seqs"]
+    for position in list(removed):
+        removed.update(groups.get(position, ()))
+    values["_truncated_seqs"] -= removed
+    values["_stubbed_seqs"] -= removed
+    pending = values["_pending_summary"]
+    if pending is not None:
+        pending["seqs"] = frozenset(m for p in pending["seqs"] for m in groups.get(p, (p,)))
 
 
 def apply_snapshot(manager: Any, values: dict[str, Any]) -> None:

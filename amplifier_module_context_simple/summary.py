@@ -232,10 +232,16 @@ class SummaryMixin:
             with open(path, encoding="utf-8") as handle:
                 text = handle.read()
         except (OSError, UnicodeDecodeError) as exc:
-            logger.warning("context-simple: summarization_prompt_path %r unreadable (%s); using the default", path, exc)
+            if self._prompt_path_reported != path:  # once per path: config warned at mount if it was missing then
+                self._prompt_path_reported = path
+                logger.warning(
+                    "context-simple: summarization_prompt_path %r unreadable (%s); using the default", path, exc
+                )
             return DEFAULT_SUMMARIZATION_PROMPT
         if not text.strip():
-            logger.warning("context-simple: summarization_prompt_path %r is empty; using the default", path)
+            if self._prompt_path_reported != path:
+                self._prompt_path_reported = path
+                logger.warning("context-simple: summarization_prompt_path %r is empty; using the default", path)
             return DEFAULT_SUMMARIZATION_PROMPT
         return text
 
@@ -330,7 +336,7 @@ class SummaryMixin:
         metadata = {"timestamp": timestamp, "type": _SUMMARY_METADATA_TYPE, "_seq": seq}
         return {"role": "user", "content": summary_content(text), "metadata": metadata}
 
-    def _swap_in_pending_summary(self, non_system: list[Message]) -> tuple[list[Message], bool]:
+    async def _swap_in_pending_summary(self, non_system: list[Message]) -> tuple[list[Message], bool]:
         """Absorb the pending summary's span (sticky removals) and append the summary at the tail."""
         pending = self._pending_summary
         # Never append between a tool call and its results, in the history or in this request's

@@ -84,6 +84,20 @@ def parse_usage(data: Any) -> UsageReading | None:
     return UsageReading(gross + (cache_write or 0), cache_read, cache_write)
 
 
+def hybrid_tail(working: list[dict[str, Any]], anchor_seq: int) -> list[dict[str, Any]]:
+    """The messages appended since the billed request: stored at or after ``anchor_seq``, and each
+    message without a ``_seq`` (a synthetic result repair inserted) that follows one of those."""
+    tail = []
+    after = False
+    for message in working:
+        seq = seq_of(message)
+        if seq is not None:
+            after = seq >= anchor_seq
+        if after:
+            tail.append(message)
+    return tail
+
+
 def measure_hybrid(
     working: list[dict[str, Any]],
     estimated: int,
@@ -101,7 +115,7 @@ def measure_hybrid(
         return HybridCount(0, METER_KIND_NONE, False, 0, 0, "no_messages")
     if anchor is None or anchor_seq is None:  # never measured, or invalidated by set_messages()
         return HybridCount(estimated, METER_KIND_ESTIMATED, False, None, None, "no_anchor")
-    tail = [m for m in working if (seq := seq_of(m)) is not None and seq >= anchor_seq]
+    tail = hybrid_tail(working, anchor_seq)
     tail_tokens = sum(count(m) for m in tail)
     if anchor <= 0:
         return HybridCount(estimated, METER_KIND_ESTIMATED, True, tail_tokens, len(tail), "anchor_non_positive")
@@ -155,14 +169,20 @@ class TokenMeterMixin:
         self._cache_read_total = 0
         self._cache_write_total = 0
         self._cache_fields_complete = True
+        self._measurement_stale = False  # set_messages(): the reading describes another history
+
+    def _valid_measurement(self) -> int | None:
+        """The last reading, unless ``set_messages()`` replaced the history it measured."""
+        return None if self._measurement_stale else self._last_measured_prompt_tokens
 
     def _measure_working_tokens(self, working: list[Message], budget: int | None = None) -> tuple[int, str, int, str]:
         """Compute all three meters, store the stats; return (count, source, estimate, kind)."""
         estimated = self._counts().total_extending(working)
         hybrid = self._measure_hybrid(working, estimated)
-        measured = self._last_measured_prompt_tokens
-        if self.token_meter == TOKEN_METER_ACTUAL and measured is not None:
-            used, source, kind = measured, "measured", METER_KIND_USAGE
+        measured = self._last_measured_prompt_tokens  # reported as is; it drives nothing once stale
+        valid = self._valid_measurement()
+        if self.token_meter == TOKEN_METER_ACTUAL and valid is not None:
+            used, source, kind = valid, "measured", METER_KIND_USAGE
         elif self.token_meter == TOKEN_METER_HYBRID:
             used, source, kind = hybrid.tokens, "hybrid", hybrid.kind
         else:
@@ -224,7 +244,7 @@ class TokenMeterMixin:
         """The escalation gate inside the ladder: measured or hybrid count when trusted, else the estimate."""
         if budget <= 0:
             return False
-        measured = self._last_measured_prompt_tokens
+        measured = self._valid_measurement()
         if self.token_meter == TOKEN_METER_ACTUAL and measured is not None:
             return measured / budget >= self.compact_threshold
         if self.token_meter == TOKEN_METER_HYBRID and self._last_hybrid_kind == METER_KIND_USAGE:
@@ -239,6 +259,7 @@ class TokenMeterMixin:
                 self._fault_counts["usage_events_ignored"] += 1
             else:
                 self._last_measured_prompt_tokens = reading.prompt_tokens
+                self._measurement_stale = False
                 self._anchor_seq = self._next_seq
                 self._anchor_estimate = self._last_sent_estimate
                 self._usage_events += 1

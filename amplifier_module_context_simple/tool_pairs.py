@@ -69,17 +69,28 @@ def tool_groups(messages: list[dict[str, Any]]) -> dict[int, tuple[int, ...]]:
     return groups
 
 
+def _held_in_group(message: dict[str, Any]) -> bool:
+    """A result, or a hook's injection (stored by loop-basic between a call and its results)."""
+    if message.get("role") == "tool":
+        return True
+    metadata = message.get("metadata")
+    return isinstance(metadata, dict) and metadata.get("source") == "hook"
+
+
 def in_flight_start(messages: list[dict[str, Any]]) -> int | None:
     """Start of a trailing tool group whose results are still arriving (some, not all, present).
 
-    Such a view would send a half-answered group; the caller leaves its results out so the view
-    ends on the calls, the shape an orchestrator produces between a call and its results.
+    Such a view would send a half-answered group; the caller leaves its results (and hook
+    injections stored among them) out, so the view ends on the calls, the shape an orchestrator
+    produces between a call and its results. The last message must be a result.
     """
+    if not messages or messages[-1].get("role") != "tool":
+        return None
     index = len(messages)
-    while index > 0 and messages[index - 1].get("role") == "tool":
+    while index > 0 and _held_in_group(messages[index - 1]):
         index -= 1
-    if index == len(messages) or index == 0 or not has_tool_calls(messages[index - 1]):
+    if index == 0 or not has_tool_calls(messages[index - 1]):
         return None
     wanted = set(call_ids(messages[index - 1]))
-    answered = {m.get("tool_call_id") for m in messages[index:]}
+    answered = {m.get("tool_call_id") for m in messages[index:] if m.get("role") == "tool"}
     return index if wanted - answered else None

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .config import TOOL_RESULT_SHAPE_HEAD, TOOL_RESULT_SHAPE_HEAD_TAIL
-from .estimate import seq_of
+from .estimate import estimate_message, seq_of, wire_form
 from .ladder import stub_user_message
 from .token_counter import COUNTER_ESTIMATE
 from .tool_pairs import call_names
@@ -27,6 +27,9 @@ Message = dict[str, Any]
 logger = logging.getLogger("amplifier_module_context_simple")
 
 TOOL_RESULT_CHARS_PER_TOKEN = 4
+# Content at least twice the replacement plus this margin always saves tokens (even if every character
+# of the kept part doubled in the repr); shorter content is counted before and after.
+_SURE_SAVING_CHARS = 256
 LEGACY_RECOVERY = "call tool again if needed"
 
 
@@ -91,14 +94,23 @@ def budget_chars(content: str, tool_name: str | None, settings: ToolResultSettin
     return tokens * len(content) // counted, shape, counted
 
 
-def tool_name_of(message: dict[str, Any], names_by_call_id: dict[str, str]) -> str | None:
-    """The tool that produced a result: its ``name``, ``metadata.tool_name``, or its call's name."""
+def tool_name_of(
+    message: dict[str, Any], names_by_call_id: dict[str, str], names_by_seq: dict[int, str] | None = None
+) -> str | None:
+    """The tool that produced a result: its ``name``, ``metadata.tool_name``, or its call's name.
+
+    The call's name is looked up by the result's own ``_seq`` first (the call of its group), then by
+    id: providers that number calls per turn (``call_0``, ...) reuse ids across groups.
+    """
     name = message.get("name")
     if isinstance(name, str) and name:
         return name
     metadata = message.get("metadata")
     if isinstance(metadata, dict) and isinstance(metadata.get("tool_name"), str):
         return metadata["tool_name"]
+    seq = seq_of(message)
+    if names_by_seq and seq in names_by_seq:
+        return names_by_seq[seq]
     return names_by_call_id.get(message.get("tool_call_id"))
 
 
@@ -133,8 +145,12 @@ def truncate_tool_result(
     settings: ToolResultSettings,
     tool_name: str | None,
     spill_file: str | None = None,
+    count: Callable[[dict[str, Any]], int] | None = None,
 ) -> dict[str, Any]:
-    """A truncated copy of a tool result, or the message itself (by identity) when it stays whole."""
+    """A truncated copy of a tool result, or the message itself (by identity) when it stays whole.
+
+    ``count`` sizes a message as the ladder does (default: the settings' counter on the wire form).
+    """
     content = message.get("content")
     if not isinstance(content, str) or (tool_name is not None and tool_name in settings.exempt_tools):
         return message
@@ -142,12 +158,17 @@ def truncate_tool_result(
     if len(content) <= keep:
         return message
     recovery = f"read {spill_file} for the full result" if spill_file else LEGACY_RECOVERY
-    return {
-        **message,
-        "content": format_truncated(content, keep, shape, recovery, original),
-        "_truncated": True,
-        "_original_tokens": original,
-    }
+    formatted = format_truncated(content, keep, shape, recovery, original)
+    truncated = {**message, "content": formatted, "_truncated": True, "_original_tokens": original}
+    if len(content) < 2 * len(formatted) + _SURE_SAVING_CHARS:
+        # Near the budget the header and markers can outweigh what is cut (260 chars: 93 -> 115
+        # tokens): keep the result whole, so no truncation is recorded either.
+        if count is None:
+            counter = settings.counter or estimate_message
+            count = lambda m: counter(wire_form(m))  # noqa: E731
+        if count(truncated) >= count(message):
+            return message
+    return truncated
 
 
 def _open_spill_dir(spill_dir: str) -> int:
@@ -218,9 +239,34 @@ class ToolResultMixin:
         counter = self._counts().counter
         return None if getattr(counter, "name", COUNTER_ESTIMATE) == COUNTER_ESTIMATE else counter
 
-    def _harvest_tool_names(self, message: Message) -> None:
-        if message.get("role") == "assistant" and message.get("tool_calls"):
-            self._tool_name_by_call_id.update(call_names(message))
+    def _reset_tool_names(self) -> None:
+        self._tool_name_by_call_id: dict[str, str] = {}
+        self._tool_name_by_seq: dict[int, str] = {}  # a result's _seq -> the name its own call gave
+        self._tool_names_harvested = 0  # messages read so far
+
+    def _needs_tool_names(self) -> bool:
+        """Only per-tool budgets and exemptions read tool names (the original harvests only then)."""
+        return bool(self.tool_result_budget_by_tool or self.tool_result_exempt_tools)
+
+    def _harvest_tool_names(self) -> None:
+        """Read the names of calls stored since the last harvest, in order, when a per-tool knob needs them.
+
+        Each result is tied to the name its own group's call gave (the latest call with its id), so a
+        reused id cannot give an older result another tool's rules, now or after set_messages().
+        """
+        if not self._needs_tool_names():
+            return
+        if self._tool_names_harvested > len(self.messages):  # the list was replaced: read it again
+            self._reset_tool_names()
+        for message in self.messages[self._tool_names_harvested :]:
+            role = message.get("role")
+            if role == "assistant" and message.get("tool_calls"):
+                self._tool_name_by_call_id.update(call_names(message))
+            elif role == "tool" and (seq := seq_of(message)) is not None:
+                name = self._tool_name_by_call_id.get(message.get("tool_call_id"))
+                if name is not None:
+                    self._tool_name_by_seq[seq] = name
+        self._tool_names_harvested = len(self.messages)
 
     def _truncate_tool_result(self, message: Message) -> Message:
         """The truncated form of a tool result (cached per ``_seq`` and settings), or the message itself."""
@@ -228,12 +274,13 @@ class ToolResultMixin:
         return self._derive(message, "truncated", settings, lambda: self._make_truncated(message, settings))
 
     def _make_truncated(self, message: Message, settings: ToolResultSettings) -> Message:
-        name = tool_name_of(message, self._tool_name_by_call_id)
+        self._harvest_tool_names()
+        name = tool_name_of(message, self._tool_name_by_call_id, self._tool_name_by_seq)
         content = message.get("content")
         spill_file = None
         if settings.spill_dir and isinstance(content, str):
             spill_file = spill_path(settings.spill_dir, seq_of(message), content)
-        truncated = truncate_tool_result(message, settings, name, spill_file)
+        truncated = truncate_tool_result(message, settings, name, spill_file, self._counts().count)
         if truncated is not message and spill_file is not None:
             self._spill(spill_file, content)  # the pointer does not depend on the write succeeding
         return truncated
@@ -250,8 +297,7 @@ class ToolResultMixin:
             logger.warning("context-simple: spill write failed for %s: %s", path, exc)
 
     def _stub_user_message(self, message: Message) -> Message:
-        content = message.get("content")
-        if not isinstance(content, str):
+        if not isinstance(message.get("content"), str | list):
             return message
         return self._derive(message, "stubbed", None, lambda: stub_user_message(message))
 

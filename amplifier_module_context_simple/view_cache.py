@@ -31,6 +31,7 @@ from typing import Any
 
 from .config import COMPACTION_STRATEGY_PROGRESSIVE, DEFAULTS
 from .estimate import seq_of, wire_form
+from .state import FIELDS
 from .wire_copy import WireForms, edited
 
 Message = dict[str, Any]
@@ -53,6 +54,9 @@ class Key:
 
 
 _CONFIG = operator.attrgetter(*DEFAULTS)
+# Every sticky decision a snapshot saves (state.FIELDS, group "sticky"), compared by identity: a new kind
+# of decision (the evidence ledger) is covered once it is listed there.
+_STICKY = tuple(field.attribute for field in FIELDS if field.group == "sticky")
 _MUTABLE = (dict, list, set)
 
 
@@ -71,6 +75,7 @@ class _KeyReader:
         sets = tuple(s for k in self._names if isinstance(s := attributes.get(k), set | frozenset | dict))
         config = _CONFIG(manager)
         objects = (
+            *(getattr(manager, name, None) for name in _STICKY),
             manager.messages,
             manager._counts(),
             manager._last_compaction_stats,

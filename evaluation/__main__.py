@@ -11,41 +11,31 @@ import time
 from pathlib import Path
 from typing import Any
 
+from . import cli
 from .arms import ARMS, Arm, arm_by_name, engine_arm, load_engine
 from .cache import Prices
 from .driver import Settings
-from .scenarios import planted_facts
-from .workloads import Workload, load_path, shipped
+from .scenarios import retention_scenarios
+from .workloads import SHIPPED_DIR, Workload
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "out"
+ALL_WORKLOADS = Path(__file__).resolve().parent.parent / "tests" / "data" / "workloads"
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
-    """Command-line options of the main run."""
-    p = argparse.ArgumentParser(prog="python -m evaluation", description=__doc__)
-    p.add_argument("--workload", action="append", help="a .jsonl session or a folder of them (repeatable)")
-    p.add_argument("--no-scenario", action="store_true", help="skip the generated planted-fact scenario")
-    p.add_argument("--seed", type=int, default=7, help="seed of the planted-fact scenario")
-    p.add_argument("--arms", help="comma-separated arm names (default: all)")
-    p.add_argument("--engine", action="append", default=[], help="another installed context module (repeatable)")
-    p.add_argument("--window-fraction", type=float, default=0.35, help="budget as a share of the session size")
-    p.add_argument("--max-output-tokens", type=int, default=1024)
-    p.add_argument("--request-overhead", type=int, default=0, help="tokens of tool schemas etc. per request")
-    p.add_argument("--price-input", type=float, default=1.0)
-    p.add_argument("--price-cache-write", type=float, default=1.25)
-    p.add_argument("--price-cache-read", type=float, default=0.1)
-    p.add_argument("--jobs", type=int, default=None, help="worker processes (default: cores, at most 4)")
-    p.add_argument("--no-tiktoken", action="store_true", help="use the fallback counter")
-    p.add_argument("--no-plots", action="store_true")
-    p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (default evaluation/out)")
-    return p.parse_args(argv)
+    """Command-line options of the main run, checked (see cli.py); a bad one raises UsageError."""
+    p = cli.main_parser()
+    return cli.check_main(p.parse_args(argv))
 
 
 def choose_workloads(args: argparse.Namespace) -> list[Workload]:
-    """The shipped sessions (or the user's), plus the planted-fact scenario."""
-    loads = [w for path in args.workload for w in load_path(path)] if args.workload else shipped()
-    if not args.no_scenario:
-        loads.append(planted_facts(args.seed))
+    """The shipped sessions (or only the user's; --all-workloads: the 26 test transcripts), plus the
+    retention scenarios unless --workload/--no-scenario."""
+    loads = cli.workloads(args.workload, SHIPPED_DIR)
+    if args.all_workloads:
+        loads = (loads if args.workload else []) + cli.workloads([str(ALL_WORKLOADS)], SHIPPED_DIR)
+    if args.scenario or (args.scenario is None and not args.workload):
+        loads += retention_scenarios(args.seed)
     return loads
 
 
@@ -86,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         from .identity import main as identity_main
 
         return identity_main(argv[1:])
-    return run(parse(argv))
+    return cli.guard("python -m evaluation", lambda: run(parse(argv)))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -100,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     settings = Settings(
         args.window_fraction, args.max_output_tokens, request_overhead=args.request_overhead, prices=prices
     )
-    arms, workloads = choose_arms(args), choose_workloads(args)
+    arms, workloads = choose_arms(args), choose_workloads(args)  # every file checked before any worker starts
     started = time.perf_counter()
     with RichProgress(transient=True) as bar:
         jobs = args.jobs or default_jobs()
@@ -108,8 +98,10 @@ def run(args: argparse.Namespace) -> int:
     data = report.build(arms, runs, settings, engine_labels(arms))
     data["elapsed_s"] = round(time.perf_counter() - started, 1)
     names = [] if args.no_plots else plots.write_all(data, args.out)
+    if args.no_plots:
+        plots.remove_stale(args.out)  # no picture of an earlier run next to this report
     json_path, md_path = report.write(data, args.out, names)
-    report.print_table(data)
+    report.print_table(data, md_path)
     print(f"{len(runs)} runs in {data['elapsed_s']} s; wrote {md_path}, {json_path} and {len(names)} plots")
     return 0
 

@@ -35,6 +35,8 @@ class Arm:
 ARMS: list[Arm] = [
     Arm("none", {}, "reference: no compaction, the whole history every request", PASSTHROUGH),
     Arm("progressive", {}, "the default configuration"),
+    Arm("target_0.3", {"target_usage": 0.3}, "compacts deeper: down to 30% of the budget (default 50%)"),
+    Arm("target_0.2", {"target_usage": 0.2}, "compacts deeper still: down to 20% of the budget"),
     Arm("tool_budget_head", {"tool_result_budget_tokens": 250}, "truncated tool results keep 1,000 head chars"),
     Arm(
         "head_tail",
@@ -57,6 +59,10 @@ ARMS: list[Arm] = [
     ),
     Arm("counter_content", {"token_counter": "content"}, "module sizes with the billable-content counter"),
     Arm("counter_tiktoken", {"token_counter": "tiktoken:o200k_base"}, "module sizes with exact o200k counts"),
+    Arm("notice_minimal", {"compaction_notice_verbosity": "minimal"}, "the one-sentence compaction notice"),
+    Arm("ev_ledger", {"evidence_ledger_share": 0.5}, "evidence: removed messages leave their key lines (ledger)"),
+    Arm("preset_evidence", {"preset": "evidence"}, "the shipped `evidence` preset"),
+    Arm("preset_evidence_lean", {"preset": "evidence_lean"}, "the shipped `evidence_lean` preset"),
 ]
 
 

@@ -6,7 +6,7 @@ the module against a reference that re-estimates the whole history on every call
 approach). ``ser ms`` is one full re-serialization of the history: every stored message rebuilt in
 its wire form (``_seq`` stripped), which the request path used to do on every request; ``p50/ser`` is
 our p50 request against it, and ``json ms`` one ``json.dumps`` of that history, all in the same run.
-Run: ``uv run python -m evaluation.bench_request_path``.
+Run: ``uv run python -m evaluation.bench_request_path [--longest 3] [--workload PATH ...]``.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import asyncio
 import json
 import logging
 import statistics
+import sys
 import time
 import timeit
 from pathlib import Path
@@ -24,8 +25,11 @@ from typing import Any
 from amplifier_module_context_simple import SimpleContextManager
 from amplifier_module_context_simple.estimate import CountCache, estimate_message, wire_form
 
+from . import cli
+
 ROOT = Path(__file__).resolve().parent.parent
 TRANSCRIPTS = ROOT / "tests" / "data" / "workloads"
+PROG = "python -m evaluation.bench_request_path"
 STAMP = "2026-01-01T00:00:00.000+00:00"
 
 
@@ -41,10 +45,6 @@ class ReferenceManager(SimpleContextManager):
 
     def _counts(self) -> CountCache:
         return _NoCache(estimate_message)
-
-
-def load(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def concatenate(sessions: list[list[dict[str, Any]]], target_messages: int) -> list[dict[str, Any]]:
@@ -99,8 +99,8 @@ def summarize(timings: list[float]) -> dict[str, float]:
     }
 
 
-async def run(longest: int) -> list[dict[str, Any]]:
-    sessions = sorted((load(p) for p in TRANSCRIPTS.glob("*.jsonl")), key=len, reverse=True)
+async def run(longest: int, paths: list[str] | None = None) -> list[dict[str, Any]]:
+    sessions = sorted(cli.sessions(paths, TRANSCRIPTS).values(), key=len, reverse=True)
     cases = [(f"longest #{i + 1} ({len(s)} msgs)", s) for i, s in enumerate(sessions[:longest])]
     big = concatenate(sessions[:6], 2200)
     cases.append((f"concatenated ({len(big)} msgs)", big))
@@ -115,12 +115,18 @@ async def run(longest: int) -> list[dict[str, Any]]:
     return rows
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--longest", type=int, default=3, help="how many of the longest transcripts")
-    args = parser.parse_args()
+def main(argv: list[str] | None = None) -> int:
+    """Print milliseconds per request, ours against the cache-less reference."""
+    p = cli.Parser(PROG, __doc__)
+    p.add_argument("--longest", type=cli.positive_int, default=3, metavar="N", help="how many of the longest sessions")
+    cli.add_workload(p, "tests/data/workloads")
+    return cli.guard(PROG, lambda: _run(p.parse_args(sys.argv[1:] if argv is None else argv)))
+
+
+def _run(args: argparse.Namespace) -> int:
+    cli.sessions(args.workload, TRANSCRIPTS)  # every file checked before the work
     logging.disable(logging.WARNING)
-    rows = asyncio.run(run(args.longest))
+    rows = asyncio.run(run(args.longest, args.workload))
     header = (
         f"{'session':32} {'budget':>8} {'p50 ms':>8} {'p90 ms':>8} {'ref p50':>8} {'ref p90':>8} {'p50 x':>6}"
         f" {'ser ms':>7} {'p50/ser':>7} {'json ms':>7}"
@@ -134,7 +140,8 @@ def main() -> None:
             f" {row['serialize_ms']:>7.3f} {ours['p50'] / row['serialize_ms']:>7.1%} {row['json_ms']:>7.2f}"
         )
         print(f"{'':32} total ms: ours {ours['total']:,.1f}, reference {ref['total']:,.1f}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -16,8 +16,8 @@ calls), per arm: bytes per message of the stored history alone, and retained aft
 per token counter, with and without spill, time and tracemalloc peak above the stored history.
 
 Run: ``uv run python -m evaluation.bench_scale`` (``--quick`` stops at 20k; ``--profile`` prints the
-top functions of a 50k compacting request under cProfile). Output also goes to
-``evaluation/out/bench_scale.json``.
+top functions of a 50k compacting request under cProfile; ``--workload PATH`` picks the sessions).
+Output also goes to ``evaluation/out/bench_scale.json`` (``--out FILE``).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ import json
 import logging
 import pstats
 import statistics
+import sys
 import tempfile
 import time
 import tracemalloc
@@ -38,9 +39,12 @@ from typing import Any
 
 from amplifier_module_context_simple import SimpleContextManager
 
+from . import cli
+
 ROOT = Path(__file__).resolve().parent.parent
 TRANSCRIPTS = ROOT / "tests" / "data" / "workloads"
 OUT = ROOT / "evaluation" / "out" / "bench_scale.json"
+PROG = "python -m evaluation.bench_scale"
 STAMP = "2026-01-01T00:00:00.000+00:00"
 CHECKPOINTS = (1_000, 5_000, 20_000, 50_000)
 TIMED_REQUESTS = 15
@@ -50,9 +54,9 @@ BIG = 20_000_000
 Message = dict[str, Any]
 
 
-def load_sessions() -> list[list[Message]]:
-    paths = sorted(TRANSCRIPTS.glob("*.jsonl"))
-    return [[json.loads(line) for line in p.read_text().splitlines() if line.strip()] for p in paths]
+def load_sessions(paths: list[str] | None = None) -> list[list[Message]]:
+    """The named sessions (default: the shipped ones), checked."""
+    return list(cli.sessions(paths, TRANSCRIPTS).values())
 
 
 def unique_ids(message: Message, tag: str) -> Message:
@@ -64,9 +68,9 @@ def unique_ids(message: Message, tag: str) -> Message:
     return message
 
 
-def build_session(target: int) -> list[Message]:
+def build_session(target: int, paths: list[str] | None = None) -> list[Message]:
     """The shipped transcripts concatenated, one system prompt, unique call ids, ``target`` messages."""
-    sessions = load_sessions()
+    sessions = load_sessions(paths)
     out = [unique_ids(sessions[0][0], "")]
     copy_no = 0
     while len(out) < target:
@@ -262,9 +266,9 @@ def print_report(report: dict[str, Any]) -> None:
         print(f"  {name:15} {json.dumps(row)}")
 
 
-async def main_async(quick: bool, profile: bool) -> dict[str, Any]:
+async def main_async(quick: bool, profile: bool, paths: list[str] | None = None) -> dict[str, Any]:
     checkpoints = tuple(n for n in CHECKPOINTS if not quick or n <= 20_000)
-    messages = build_session(checkpoints[-1])
+    messages = build_session(checkpoints[-1], paths)
     session = {arm: await time_arm(arm, messages, checkpoints) for arm in ARMS}
     report = {
         "session": session,
@@ -279,17 +283,26 @@ async def main_async(quick: bool, profile: bool) -> dict[str, Any]:
     return report
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="stop at 20k messages")
-    parser.add_argument("--profile", action="store_true", help="cProfile steady-state requests at the largest size")
-    args = parser.parse_args()
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark, print it and write it as JSON."""
+    p = cli.Parser(PROG, __doc__)
+    p.add_argument("--quick", action="store_true", help="stop at 20k messages")
+    p.add_argument("--profile", action="store_true", help="cProfile steady-state requests at the largest size")
+    cli.add_workload(p, "tests/data/workloads")
+    cli.add_out(p, OUT, "the JSON file written")
+    return cli.guard(PROG, lambda: _run(p.parse_args(sys.argv[1:] if argv is None else argv)))
+
+
+def _run(args: argparse.Namespace) -> int:
+    load_sessions(args.workload)  # every file checked before the work
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    cli.check_new_file("--out", args.out)
     logging.getLogger("amplifier_module_context_simple").setLevel(logging.ERROR)
-    report = asyncio.run(main_async(args.quick, args.profile))
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(report, indent=2))
-    print(f"\nwrote {OUT.relative_to(ROOT)}")
+    report = asyncio.run(main_async(args.quick, args.profile, args.workload))
+    args.out.write_text(json.dumps(report, indent=2))
+    print(f"\nwrote {args.out}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import logging
 import math
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -24,6 +25,9 @@ from typing import Any
 
 from amplifier_module_context_simple import SimpleContextManager
 
+from . import cli
+
+PROG = "python -m evaluation.bench_tool_results"
 MB = 1_000_000
 SIZES_MB = (1, 5, 10, 20)
 STAMP = "2026-01-01T00:00:00.000+00:00"
@@ -131,10 +135,20 @@ def report(rows: list[tuple[str, str, float, float]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m evaluation.bench_tool_results", description=__doc__)
-    parser.add_argument("--reps", type=int, default=7, help="repetitions per cell; the best is reported")
-    parser.add_argument("--spill-root", help="where the spill directories go (default: the system temp dir)")
-    args = parser.parse_args(argv)
+    """Print the truncation table."""
+    p = cli.Parser(PROG, __doc__)
+    p.add_argument(
+        "--reps", type=cli.positive_int, default=7, metavar="N", help="repetitions per cell; the best is reported"
+    )
+    p.add_argument(
+        "--spill-root", type=Path, metavar="DIR", help="where the spill directories go (default: the system temp dir)"
+    )
+    return cli.guard(PROG, lambda: _run(p.parse_args(sys.argv[1:] if argv is None else argv)))
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.spill_root is not None and not args.spill_root.is_dir():
+        raise cli.UsageError(f"--spill-root {args.spill_root}: no such folder")
     logging.disable(logging.WARNING)
     print(report(run(args.reps, args.spill_root)))
     return 0

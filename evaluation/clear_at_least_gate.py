@@ -1,6 +1,6 @@
 """The README's pre-registered gate for compact_clear_at_least, on real transcripts.
 
-`uv run python -m evaluation.clear_at_least_gate [--fractions 0.45] [--floors off 10000 20000 40000]`
+`uv run python -m evaluation.clear_at_least_gate [--window-fraction 0.45] [--floors off 10000 20000 40000]`
 
 Each session is replayed (a view before every assistant message) through context-simple mounted on
 a mock coordinator, with the simulated provider billing every view against a prefix cache and
@@ -25,13 +25,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import cli
 from .driver import frozen
 from .provider import SimProvider
 from .tokens import TokenCounter, wire_key
-from .workloads import Workload, load_path
+from .workloads import Workload
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DIR = REPO / "tests" / "data" / "workloads"
+PROG = "python -m evaluation.clear_at_least_gate"
 DEFAULT_FLOORS = ["off", "10000", "20000", "40000"]
 MIN_SESSION_TOKENS = 70_000  # "the larger msa__ sessions": floors of 10k-40k must matter
 NOTICE_RESERVE = 800
@@ -70,6 +72,17 @@ def pin_system(workload: Workload, tokens: int) -> Workload:
 
 def floor_value(text: str) -> Any:
     return None if text == "off" else float(text) if "." in text else int(text)
+
+
+def floor_arg(text: str) -> str:
+    """A --floors value: 'off', a token count >= 0 or a fraction in (0, 1)."""
+    try:
+        value = floor_value(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not 'off', a token count or a fraction") from None
+    if value is not None and (value < 0 or (isinstance(value, float) and not 0 < value < 1)):
+        raise argparse.ArgumentTypeError(f"{text} is out of range: tokens >= 0 or a fraction in (0, 1)")
+    return text
 
 
 async def replay(
@@ -182,34 +195,59 @@ def report(rows: list[tuple[str, int, int, str, dict[str, Result]]], floors: lis
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m evaluation.clear_at_least_gate", description=__doc__)
-    p.add_argument("--workloads", type=Path, default=DEFAULT_DIR, help="a folder of .jsonl sessions")
-    p.add_argument("--min-tokens", type=int, default=MIN_SESSION_TOKENS, help="skip smaller sessions")
-    p.add_argument("--prefix", default="msa__", help="only sessions whose name starts with this")
-    p.add_argument("--fractions", type=float, nargs="+", default=[0.45], help="budget / session size")
-    p.add_argument("--floors", nargs="+", default=DEFAULT_FLOORS, help="'off' or tokens (or a fraction)")
-    p.add_argument("--meters", nargs="+", default=["estimate", "hybrid"])
-    p.add_argument("--target-usage", type=float, help="module target_usage (default: the module's 0.5)")
-    p.add_argument("--pin-system", type=int, default=0, help="grow the system prompt by ~N estimated tokens")
-    p.add_argument("--no-tiktoken", action="store_true", help="provider counts with the fallback counter")
+    p = cli.Parser(PROG, __doc__)
+    cli.add_workload(p, "tests/data/workloads")
+    p.add_argument(
+        "--min-tokens", type=cli.non_negative_int, default=MIN_SESSION_TOKENS, metavar="N", help="skip smaller sessions"
+    )
+    p.add_argument("--prefix", default="msa__", metavar="TEXT", help="only sessions whose name starts with this")
+    cli.add_window_fraction(p, [0.45], "the token_budget as a share of each session's estimated size")
+    p.add_argument(
+        "--floors",
+        nargs="+",
+        type=floor_arg,
+        default=DEFAULT_FLOORS,
+        metavar="F",
+        help="'off' or tokens (or a fraction)",
+    )
+    meters = ("estimate", "actual", "hybrid")
+    p.add_argument(
+        "--meters", nargs="+", choices=meters, default=["estimate", "hybrid"], metavar="M", help="|".join(meters)
+    )
+    p.add_argument(
+        "--target-usage", type=cli.fraction, metavar="X", help="module target_usage (default: the module's 0.5)"
+    )
+    p.add_argument(
+        "--pin-system",
+        type=cli.non_negative_int,
+        default=0,
+        metavar="N",
+        help="grow the system prompt by ~N estimated tokens",
+    )
+    cli.add_no_tiktoken(p)
     return p.parse_args(argv)
 
 
 async def run(args: argparse.Namespace) -> bool:
-    # The module's over-budget and provenance warnings would flood the table; they are expected here.
-    logging.getLogger("amplifier_module_context_simple").setLevel(logging.ERROR)
-    counter = TokenCounter(use_tiktoken=not args.no_tiktoken)
-    loads = [w for w in load_path(args.workloads) if w.name.startswith(args.prefix)]
+    loads = [w for w in cli.workloads(args.workload, DEFAULT_DIR) if w.name.startswith(args.prefix)]
     loads = [pin_system(w, args.pin_system) for w in loads]
     sized = [(w, session_size(w)) for w in loads]
     sized = [(w, s) for w, s in sized if s >= args.min_tokens]
-    print(f"{len(sized)} sessions from {args.workloads} (>= {args.min_tokens:,} estimated tokens, '{args.prefix}*');")
+    source = ", ".join(args.workload or [str(DEFAULT_DIR.relative_to(REPO))])
+    if not sized:  # a gate over no session would pass vacuously
+        raise cli.UsageError(
+            f"no session of {source} starts with {args.prefix!r} and has >= {args.min_tokens:,} tokens"
+        )
+    # The module's over-budget and provenance warnings would flood the table; they are expected here.
+    logging.getLogger("amplifier_module_context_simple").setLevel(logging.ERROR)
+    counter = TokenCounter(use_tiktoken=not args.no_tiktoken)
+    print(f"{len(sized)} sessions from {source} (>= {args.min_tokens:,} estimated tokens, '{args.prefix}*');")
     print(f"provider counts: {counter.name}; floors in the module's estimated tokens; cells: boundaries, skips")
     extra = {} if args.target_usage is None else {"target_usage": args.target_usage}
     if extra or args.pin_system:
         print(f"module config besides the meter and the floor: {extra}; system prompt grown by {args.pin_system:,}")
     ok = True
-    for fraction in args.fractions:
+    for fraction in args.window_fraction:
         rows = []
         for w, size in sized:
             budget = int(size * fraction)
@@ -226,8 +264,13 @@ async def run(args: argparse.Namespace) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    asyncio.run(run(parse(sys.argv[1:] if argv is None else argv)))
-    return 0  # the gate's verdict is a finding, not a harness failure
+    """Run the gate; exit 0 whatever its verdict (a finding, not a harness failure), 2 on bad input."""
+    return cli.guard(PROG, lambda: _main(parse(sys.argv[1:] if argv is None else argv)))
+
+
+def _main(args: argparse.Namespace) -> int:
+    asyncio.run(run(args))
+    return 0
 
 
 if __name__ == "__main__":

@@ -5,20 +5,23 @@ Every shipped transcript is replayed through the harness driver once per counter
 ``--window-fraction`` rule: the module's effective budget is that share of the session's true size).
 Per arm: requests over the true window, compaction boundaries, cache-read share, peak occupancy of
 the window and billed input cost; then boundaries per transcript. Run from the repository root:
-``uv run python -m evaluation.counter_arms [--window-fraction 0.35 0.2]``.
+``uv run python -m evaluation.counter_arms [--window-fraction 0.35 0.2] [--workload PATH ...]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from evaluation import cli
 from evaluation.tokens import ensure_tiktoken_cache_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS = ROOT / "tests" / "data" / "workloads"
+PROG = "python -m evaluation.counter_arms"
 COUNTERS = ("estimate", "content", "tiktoken:o200k_base")
 
 
@@ -95,19 +98,23 @@ def print_boundaries(arms: list[ArmTotals]) -> None:
         print(f"{name[:72]:<72} " + " ".join(f"{a.per_workload[name]:>10}" for a in arms))
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--window-fraction", type=float, nargs="+", default=[0.35, 0.2])
-    parser.add_argument("--workload", default=str(WORKLOADS), help="a .jsonl transcript or a folder of them")
-    parser.add_argument("--per-transcript", action="store_true", help="also print boundaries per transcript")
-    args = parser.parse_args(argv)
+def main(argv: list[str] | None = None) -> int:
+    """Print the arm table per window fraction."""
+    p = cli.Parser(PROG, __doc__)
+    cli.add_window_fraction(p, [0.35, 0.2], "the module's budget as a share of each session's true size")
+    cli.add_workload(p, "tests/data/workloads")
+    p.add_argument("--per-transcript", action="store_true", help="also print boundaries per transcript")
+    return cli.guard(PROG, lambda: _run(p.parse_args(sys.argv[1:] if argv is None else argv)))
+
+
+def _run(args: argparse.Namespace) -> int:
+    workloads = cli.workloads(args.workload, WORKLOADS)  # checked before the work
     ensure_tiktoken_cache_dir()  # offline: the repository's copy of o200k
     from .tokens import TokenCounter
-    from .workloads import load_path
 
-    workloads = load_path(args.workload)
     true_counter = TokenCounter()
-    print(f"{len(workloads)} transcripts from {args.workload}; true tokens: {true_counter.name}")
+    source = ", ".join(args.workload or [str(WORKLOADS.relative_to(ROOT))])
+    print(f"{len(workloads)} transcripts from {source}; true tokens: {true_counter.name}")
     print("over window = true prompt tokens > context_window - max_output_tokens (the provider would reject it);")
     print("of which floor = in sessions whose system prompt alone exceeds the effective budget (un-reducible)")
     for fraction in args.window_fraction:
@@ -115,7 +122,8 @@ def main(argv: list[str] | None = None) -> None:
         print_arms(fraction, arms)
         if args.per_transcript:
             print_boundaries(arms)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -2,29 +2,30 @@
 
 True = ``tiktoken_counter("o200k_base")``: exact o200k tokens of the same billable parts plus the same
 per-message overhead. Per counter, prints session-level ratios (sum counter / sum true) and
-message-level |ratio - 1|. Run from the repository root: ``uv run python -m evaluation.counter_error``.
+message-level |ratio - 1|. Run from the repository root:
+``uv run python -m evaluation.counter_error [--workload PATH ...]``.
 """
 
 from __future__ import annotations
 
-import json
+import argparse
 import statistics
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from evaluation import cli
 from evaluation.tokens import ensure_tiktoken_cache_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS = ROOT / "tests" / "data" / "workloads"
+PROG = "python -m evaluation.counter_error"
 
 
-def load_sessions() -> dict[str, list[dict[str, Any]]]:
-    """Every workload transcript, one message per JSONL line, keyed by file stem."""
-    return {
-        path.stem: [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-        for path in sorted(WORKLOADS.glob("*.jsonl"))
-    }
+def load_sessions(paths: list[str] | None = None) -> dict[str, list[dict[str, Any]]]:
+    """Every named transcript (default: the shipped ones), checked, keyed by file stem."""
+    return cli.sessions(paths, WORKLOADS)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -45,12 +46,18 @@ def measure(counter: Any, sessions: dict[str, list[dict[str, Any]]], truth: dict
     return {"sessions": session_ratios, "errors": message_errors, "seconds": elapsed}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     """Print the error table for the estimate and content counters."""
+    p = cli.Parser(PROG, __doc__)
+    cli.add_workload(p, "tests/data/workloads")
+    return cli.guard(PROG, lambda: _run(p.parse_args(sys.argv[1:] if argv is None else argv)))
+
+
+def _run(args: argparse.Namespace) -> int:
+    sessions = load_sessions(args.workload)  # checked before the work
     ensure_tiktoken_cache_dir()  # offline machines: the repository's copy of o200k
     from amplifier_module_context_simple.token_counter import resolve_counter
 
-    sessions = load_sessions()
     true_counter = resolve_counter("tiktoken:o200k_base")
     truth = {stem: [true_counter(m) for m in messages] for stem, messages in sessions.items()}
     n_messages = sum(len(messages) for messages in sessions.values())
@@ -66,7 +73,8 @@ def main() -> None:
             f"{name:<10} {min(ratios):>9.3f} {statistics.median(ratios):>9.3f} {max(ratios):>9.3f} "
             f"{statistics.fmean(errors):>14.3f} {percentile(errors, 0.9):>13.3f} {row['seconds']:>8.2f}"
         )
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -11,6 +11,7 @@ import asyncio
 import hashlib
 import inspect
 import logging
+import re
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -18,6 +19,7 @@ from typing import Any
 
 from .arms import Arm, ignored_keys, load_engine
 from .cache import Prices
+from .evidence import EvidenceIndex, Score
 from .provider import SimProvider
 from .tokens import TokenCounter, canonical_json, content_text, wire_message
 from .workloads import Workload
@@ -27,6 +29,7 @@ SAFETY_MARGIN = 4096
 EPOCH = datetime(2025, 1, 1, tzinfo=UTC)
 TAIL_PROBE_CHARS = 80
 YIELDS_AFTER_REQUEST = 10
+MISSED_SAMPLES = 5  # missed evidence tokens kept per request, for the report
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,7 @@ class Request:
     retracted_present: bool = False
     truncated_tools: int = 0
     tails_kept: int = 0
+    evidence: Score | None = None
     error: str | None = None
 
 
@@ -115,6 +119,7 @@ class Run:
     view_digest: str = ""
     warnings: int = 0
     warning_samples: list[str] = field(default_factory=list)
+    synthetic: bool = False
 
 
 def frozen(msg: dict, i: int) -> dict:
@@ -141,6 +146,7 @@ async def replay_async(arm: Arm, workload: Workload, settings: Settings, counter
 
     window = size_window(counter.messages(workload.messages) + settings.request_overhead, settings)
     run = Run(arm.name, workload.name, "", window, counter.name, facts=sorted(workload.facts))
+    run.synthetic = bool(workload.facts)  # generated scenarios carry planted facts; evidence is for real ones
     run.probe_requests = list(workload.probe_requests)
     coordinator = MockCoordinator()
     provider = SimProvider(
@@ -186,23 +192,26 @@ async def _drive(ctx: Any, provider: SimProvider, workload: Workload, run: Run) 
     prev: list[tuple] | None = None
     digest = hashlib.sha256()
     due: list[str] = []
+    evidence = None if run.synthetic else EvidenceIndex()  # scripted answers carry no evidence
     for i, msg in enumerate(workload.messages):
         if msg["role"] == "assistant":
             req = Request(index=len(run.requests) + 1, facts_due=list(due))
             run.requests.append(req)
-            prev = await _request(ctx, provider, msg, req, prev, run, workload, originals, digest)
+            prev = await _request(ctx, provider, msg, req, prev, run, workload, originals, digest, evidence)
             for _ in range(YIELDS_AFTER_REQUEST):
                 await asyncio.sleep(0)
             # A summary started by this request finishes before the next one: the provider's hook
             # emit crosses threads, so a fixed number of yields would make the run nondeterministic.
             await _settle(ctx)
         await ctx.add_message(frozen(msg, i))
+        if evidence is not None:
+            evidence.add(msg)
         text = view_text([msg])
         due += [name for name, fact in workload.facts.items() if fact in text and name not in due]
     run.view_digest = digest.hexdigest()
 
 
-async def _request(ctx, provider, answer, req, prev, run, workload, originals, digest) -> list[tuple] | None:
+async def _request(ctx, provider, answer, req, prev, run, workload, originals, digest, evidence) -> list[tuple] | None:
     start = time.perf_counter()
     try:
         view = list(await ctx.get_messages_for_request(provider=provider))
@@ -225,13 +234,15 @@ async def _request(ctx, provider, answer, req, prev, run, workload, originals, d
     req.system_hash = system_hash(view)
     _probe_facts(view, workload, req)
     req.truncated_tools, req.tails_kept = tail_retention(view, originals)
+    if evidence is not None:
+        req.evidence = evidence.score(view, answer, keep_missed=MISSED_SAMPLES)
     return keys[: bill.cacheable]
 
 
 def _estimate(ctx: Any, view: list[dict]) -> tuple[int, str]:
     sent = getattr(ctx, "_last_sent_estimate", None)
     if isinstance(sent, int) and not isinstance(sent, bool):
-        return sent, "the module's own estimate of the view it sent (_last_sent_estimate)"
+        return sent, "the module's own estimate of the view it sent"
     return sum(len(str(m)) // 4 for m in view), "len(str(message))//4 over the view (upstream estimator)"
 
 
@@ -285,6 +296,16 @@ def tail_retention(view: list[dict], originals: dict[str, Any]) -> tuple[int, in
     return truncated, kept
 
 
+WARNING_CHARS = 300
+WARNING_SHAPES = 5
+SHAPE_CHARS = 120  # enough to tell kinds apart; a cut message still matches its kind
+
+
+def message_shape(text: str) -> str:
+    """A message's start with its numbers blanked: messages that differ only in numbers are one kind."""
+    return re.sub(r"\d[\d,.]*", "N", text)[:SHAPE_CHARS]
+
+
 class _CountWarnings(logging.Handler):
     """Counts the engine's WARNING+ log records into the run (and keeps them off the terminal)."""
 
@@ -294,9 +315,10 @@ class _CountWarnings(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         self.run.warnings += 1
-        text = record.getMessage()[:200]
-        if len(self.run.warning_samples) < 3 and text not in self.run.warning_samples:
-            self.run.warning_samples.append(text)
+        text = record.getMessage()[:WARNING_CHARS]
+        shapes = {message_shape(t) for t in self.run.warning_samples}
+        if len(self.run.warning_samples) < WARNING_SHAPES and message_shape(text) not in shapes:
+            self.run.warning_samples.append(text)  # one example per kind of message
 
     def __enter__(self) -> _CountWarnings:
         logging.getLogger().addHandler(self)

@@ -12,6 +12,7 @@ import argparse
 import json
 from pathlib import Path
 
+from . import cli
 from .arms import Arm, ignored_keys
 from .driver import Run, Settings, replay
 from .scenarios import planted_facts
@@ -30,6 +31,7 @@ OPT_IN_OFF = {
     "replay_last_user_on_compaction": False,
     "token_counter": "estimate",
 }
+PROG = "python -m evaluation identity"
 NEGATIVE_CONTROL = {"compaction_notice_verbosity": "minimal"}
 
 
@@ -73,11 +75,17 @@ def compute(counter: TokenCounter | None = None) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    """CLI: print the hashes and verdicts; --save/--check a pinned hash file. Exit 1 on failure."""
-    p = argparse.ArgumentParser(prog="python -m evaluation identity")
-    p.add_argument("--save", type=Path, help="write the default hashes to this JSON file")
-    p.add_argument("--check", type=Path, help="compare the default hashes with this JSON file")
-    args = p.parse_args(argv)
+    """CLI: print the hashes and verdicts; --save/--check a pinned hash file. Exit 1 on failure, 2 on bad input."""
+    p = cli.Parser(PROG, __doc__)
+    p.add_argument("--save", type=Path, metavar="FILE", help="write the default hashes to this JSON file")
+    p.add_argument("--check", type=Path, metavar="FILE", help="compare the default hashes with this JSON file")
+    return cli.guard(PROG, lambda: _run(p.parse_args(argv)))
+
+
+def _run(args: argparse.Namespace) -> int:
+    pinned = read_pinned(args.check) if args.check else None  # checked before the work
+    if args.save:
+        cli.check_new_file("--save", args.save)
     result = compute()
     for config, per in result["hashes"].items():
         for scenario, h in per.items():
@@ -87,11 +95,45 @@ def main(argv: list[str]) -> int:
     print(f"negative control differs:    {result['negative_control_differs']}")
     if result["keys_not_read_by_module"]:
         print(f"(keys the module does not read, left out: {', '.join(result['keys_not_read_by_module'])})")
+    current = result["hashes"]["default"]
     if args.save:
-        args.save.write_text(json.dumps(result["hashes"]["default"], indent=1, sort_keys=True) + "\n")
-    if args.check:
-        pinned = json.loads(args.check.read_text())
-        same = pinned == result["hashes"]["default"]
-        print(f"matches {args.check}: {same}")
-        ok = ok and same
+        args.save.write_text(json.dumps(current, indent=1, sort_keys=True) + "\n")
+        print(f"saved {len(current)} default-view hashes to {args.save}")
+    if pinned is not None:
+        diffs = differences(pinned, current)
+        print(f"matches {args.check}: {not diffs}")
+        for line in diffs:
+            print(f"  {line}")
+        ok = ok and not diffs
     return 0 if ok else 1
+
+
+def read_pinned(path: Path) -> dict[str, str]:
+    """A hash file written by --save: {scenario: hash}; a missing or malformed one is a UsageError."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise cli.UsageError(f"--check {path}: no such file (write one with --save)") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise cli.UsageError(f"--check {path}: cannot be read ({exc})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise cli.UsageError(f"--check {path}:{exc.lineno}: not JSON: {exc.msg}") from None
+    if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
+        raise cli.UsageError(f"--check {path}: expected an object of scenario name -> hash, as --save writes")
+    return data
+
+
+def differences(pinned: dict[str, str], current: dict[str, str]) -> list[str]:
+    """One line per scenario whose hash differs, is missing now, or is new."""
+    out = []
+    for name in sorted(set(pinned) | set(current)):
+        old, new = pinned.get(name), current.get(name)
+        if old is None:
+            out.append(f"scenario {name}: not in the pinned file (now {new})")
+        elif new is None:
+            out.append(f"scenario {name}: pinned but no longer computed")
+        elif old != new:
+            out.append(f"scenario {name} differs: pinned {old}, now {new}")
+    return out

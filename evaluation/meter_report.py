@@ -9,11 +9,12 @@ Per transcript it prints the estimator's error (``_last_sent_estimate`` / true t
 view, over the estimate-mode requests) and, per mode, the compaction boundaries (new
 ``context:compaction`` events), the requests whose billed total exceeded the window, and the
 hybrid gate's refusals and overrides. Run from the repository root:
-``uv run python -m evaluation.meter_report [TRANSCRIPT_STEM ...]``.
+``uv run python -m evaluation.meter_report [--workload PATH ...] [--window-fraction 0.4]``.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import statistics
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evaluation import cli
 from evaluation.tokens import ensure_tiktoken_cache_dir
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,6 +44,7 @@ FIXED_TIMESTAMP = "2025-01-01T00:00:00.000+00:00"
 _WIRE_KEYS = ("role", "content", "tool_calls", "name", "reasoning_content", "function_call")
 
 Message = dict[str, Any]
+PROG = "python -m evaluation.meter_report"
 
 
 def true_counter() -> Callable[[Message], int]:
@@ -63,8 +66,12 @@ def true_counter() -> Callable[[Message], int]:
 
 def load(stem: str) -> list[Message]:
     """A shipped transcript, each message with a fixed timestamp (views are then deterministic)."""
-    lines = (WORKLOADS / f"{stem}.jsonl").read_text(encoding="utf-8").splitlines()
-    return [{**json.loads(line), "metadata": {"timestamp": FIXED_TIMESTAMP}} for line in lines if line.strip()]
+    return stamped(cli.sessions([str(WORKLOADS / f"{stem}.jsonl")], WORKLOADS)[stem])
+
+
+def stamped(messages: list[Message]) -> list[Message]:
+    """Each message with a fixed timestamp."""
+    return [{**m, "metadata": {"timestamp": FIXED_TIMESTAMP}} for m in messages]
 
 
 def window_for(messages: list[Message], count: Callable[[Message], int], fraction: float = WINDOW_FRACTION) -> int:
@@ -200,13 +207,13 @@ def estimator_error(steps: list[Step]) -> tuple[float, float]:
     return statistics.fmean(ratios), percentile(ratios, 0.9)
 
 
-def report(stems: tuple[str, ...] = TRANSCRIPTS) -> list[dict[str, Any]]:
+def report(sessions: dict[str, list[Message]], fraction: float = WINDOW_FRACTION) -> list[dict[str, Any]]:
     """One row per transcript and mode."""
     count = true_counter()
     rows = []
-    for stem in stems:
-        messages = load(stem)
-        window = window_for(messages, count)
+    for stem, raw in sessions.items():
+        messages = stamped(raw)
+        window = window_for(messages, count, fraction)
         runs = {mode: asyncio.run(replay_meter(messages, mode, window, count)) for mode in MODES}
         mean, p90 = estimator_error(runs["estimate"])
         for mode, steps in runs.items():
@@ -221,11 +228,22 @@ def _fmt(value: Any) -> str:
     return f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
-def main(argv: list[str]) -> int:
-    """Print the table (transcript stems as arguments, default: the three of TRANSCRIPTS)."""
-    rows = report(tuple(argv) or TRANSCRIPTS)
+def main(argv: list[str] | None = None) -> int:
+    """Print the table for the named sessions (default: the three of TRANSCRIPTS)."""
+    p = cli.Parser(PROG, __doc__)
+    cli.add_workload(p, "three varied shipped transcripts")
+    cli.add_window_fraction(p, WINDOW_FRACTION, "the window as a share of each session's billed size")
+    p.add_argument("stems", nargs="*", help=argparse.SUPPRESS)  # the old spelling: shipped transcript stems
+    return cli.guard(PROG, lambda: _run(p.parse_args(sys.argv[1:] if argv is None else argv)))
+
+
+def _run(args: argparse.Namespace) -> int:
+    paths = (args.workload or []) + [_stem_path(s) for s in args.stems]
+    sessions = cli.sessions(paths, WORKLOADS) if paths else {s: load(s) for s in TRANSCRIPTS}
+    rows = report(sessions, args.window_fraction)
+    window = f"{args.window_fraction:.0%}"
     print(f"fake provider: true o200k of the view + {OVERHEAD_TOKENS} overhead tokens, Anthropic-style cache fields")
-    print(f"window = token_budget = {WINDOW_FRACTION:.0%} of the session's billed size; over = billed > window")
+    print(f"window = token_budget = {window} of the session's billed size; over = billed > window")
     print("est/true = module estimate of the sent view / true o200k of its messages (estimate-mode requests)")
     print("hyb/billed = hybrid count / billed total of the same request, where the hybrid kind is 'usage'")
     print("             (boundary requests excluded: they bill a freshly compacted view)\n")
@@ -240,5 +258,11 @@ def main(argv: list[str]) -> int:
     return 0
 
 
+def _stem_path(stem: str) -> str:
+    """A shipped transcript's stem (old positional spelling), or a path as given."""
+    shipped = WORKLOADS / f"{stem}.jsonl"
+    return str(shipped) if shipped.is_file() else stem
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

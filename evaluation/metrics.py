@@ -6,7 +6,9 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from .driver import Run
+from .driver import Run, message_shape
+from .evidence import pool_totals, pooled
+from .scenarios import PLACES, fact_place
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -44,6 +46,7 @@ def run_metrics(run: Run) -> dict[str, Any]:
         "summary_calls": run.summary_calls,
         "warnings": run.warnings,
         "warning_samples": run.warning_samples,
+        "error_samples": list(dict.fromkeys(r.error for r in run.requests if r.error))[:3],
         "summary_cost": run.summary_cost,
         "peak_true_tokens": max((r.true_tokens for r in ok), default=0),
         "window": run.window.context_window,
@@ -52,6 +55,7 @@ def run_metrics(run: Run) -> dict[str, Any]:
         "over_window": sum(r.over_window for r in ok),
         "orphan_tool_results": sum(r.orphans for r in ok),
         "unanswered_tool_calls": sum(r.unanswered for r in ok),
+        "invalid_views": sum(1 for r in run.requests if r.error or r.orphans or r.unanswered),
         "system_prompt_hashes": len({r.system_hash for r in ok}),
         "truncated_tool_results": sum(r.truncated_tools for r in ok),
         "tail_retention": _ratio(sum(r.tails_kept for r in ok), sum(r.truncated_tools for r in ok)),
@@ -60,7 +64,21 @@ def run_metrics(run: Run) -> dict[str, Any]:
     }
     m.update(estimator_error(ok))
     m.update(fact_retention(run))
+    m.update(evidence_recall(run))
     return m
+
+
+def evidence_recall(run: Run) -> dict[str, Any]:
+    """Evidence line/token miss after the run's first compaction, and its most often missed tokens."""
+    scores = [r.evidence for r in run.requests if r.error is None and r.evidence is not None]
+    out = pooled(scores)
+    out["evidence_real"] = not run.synthetic
+    seen: dict[str, int] = {}
+    for s in scores:
+        for tok in s.missed:
+            seen[tok] = seen.get(tok, 0) + 1
+    out["evidence_missed_samples"] = sorted(seen, key=lambda t: (-seen[t], t))[:8]
+    return out
 
 
 def estimator_error(requests: Iterable[Any]) -> dict[str, float | None]:
@@ -75,57 +93,114 @@ def estimator_error(requests: Iterable[Any]) -> dict[str, float | None]:
 
 
 def fact_retention(run: Run) -> dict[str, Any]:
-    """Share of planted facts present verbatim at the end and at the probe requests."""
+    """Planted facts present verbatim at the end (overall and by place) and at the probe requests."""
     if not run.facts:
-        return {"facts_final": None, "facts_probes": None, "stale_instruction": None, "facts_lost": []}
+        return {
+            "facts_final": None,
+            "facts_probes": None,
+            "stale_instruction": None,
+            "facts_lost": [],
+            "facts_total": 0,
+            "facts_kept": 0,
+            "facts_by_place": {},
+        }
     by_index = {r.index: r for r in run.requests if r.error is None}
     final = by_index.get(max(by_index, default=0))
     probes = [by_index[i] for i in run.probe_requests if i in by_index]
-    n = len(run.facts)
+    kept = set(final.facts) if final else set()
     probe_share = [len(p.facts) / len(p.facts_due) for p in probes if p.facts_due]
+    places: dict[str, list[int]] = {}
+    for name in run.facts:
+        counts = places.setdefault(fact_place(name), [0, 0])
+        counts[0] += name in kept
+        counts[1] += 1
     return {
-        "facts_final": len(final.facts) / n if final else None,
+        "facts_final": len(kept) / len(run.facts),
         "facts_probes": sum(probe_share) / len(probe_share) if probe_share else None,
         "stale_instruction": bool(final and final.retracted_present and "correction" not in final.facts),
-        "facts_lost": sorted(set(run.facts) - set(final.facts)) if final else list(run.facts),
+        "facts_lost": sorted(set(run.facts) - kept),
+        "facts_total": len(run.facts),
+        "facts_kept": len(kept),
+        "facts_by_place": places,
     }
 
 
+# Pooled over the real transcripts (what a user pays), or over every workload when none is real.
 SUMMED = (
     "requests",
-    "errors",
     "boundaries",
     "prompt_tokens",
     "cache_read_tokens",
     "cache_waste",
     "cost",
     "summary_calls",
+)
+# Pooled over every workload, scenarios included: a broken or oversized view anywhere counts.
+SAFETY = (
+    "errors",
     "warnings",
     "over_window",
     "orphan_tool_results",
     "unanswered_tool_calls",
+    "invalid_views",
     "truncated_tool_results",
+    "facts_total",
+    "facts_kept",
 )
 
 
 def arm_totals(rows: list[dict[str, Any]], runs: list[Run]) -> dict[str, Any]:
-    """Pool one arm's available rows over workloads."""
+    """Pool one arm's available rows: cost over real transcripts, safety and facts over everything."""
     avail = [r for r in rows if r["available"]]
-    out: dict[str, Any] = {k: sum(r[k] for r in avail) for k in SUMMED}
-    out["workloads"] = len(avail)
+    real = [r for r in avail if r["evidence_real"]] or avail
+    scenario = [r for r in avail if not r["evidence_real"]]
+    out: dict[str, Any] = {k: sum(r[k] for r in real) for k in SUMMED}
+    out.update({k: sum(r[k] for r in avail) for k in SAFETY})
+    out["workloads"] = len(real)
+    out["scenario_cost"] = sum(r["cost"] for r in scenario) if scenario else None
     out["cache_read_share"] = _ratio(out["cache_read_tokens"], out["prompt_tokens"])
     out["peak_over_limit"] = max((r["peak_true_tokens"] / r["window_limit"] for r in avail), default=None)
     out["max_system_prompt_hashes"] = max((r["system_prompt_hashes"] for r in avail), default=0)
     kept = sum((r["tail_retention"] or 0) * r["truncated_tool_results"] for r in avail)
     out["tail_retention"] = _ratio(kept, out["truncated_tool_results"])
-    facts = [r["facts_final"] for r in avail if r["facts_final"] is not None]
-    out["facts_final"] = sum(facts) / len(facts) if facts else None
+    out["facts_final"] = _ratio(out["facts_kept"], out["facts_total"])
     probes = [r["facts_probes"] for r in avail if r["facts_probes"] is not None]
     out["facts_probes"] = sum(probes) / len(probes) if probes else None
-    errs = [r["estimator_error_mean"] for r in avail if r["estimator_error_mean"] is not None]
+    out["facts_by_place"] = _places(avail)
+    errs = [r["estimator_error_mean"] for r in real if r["estimator_error_mean"] is not None]
     out["estimator_error_mean"] = sum(errs) / len(errs) if errs else None
+    out.update(pool_totals(r for r in avail if r["evidence_real"]))
+    out["warning_samples"] = _samples(avail, "warning_samples")
+    out["error_samples"] = _samples(avail, "error_samples")
     ms = [q.ms for run in runs if run.available for q in run.requests if q.error is None]
     out["ms_p50"], out["ms_p90"] = percentile(ms, 50), percentile(ms, 90)
     out["available"] = bool(avail)
     out["reason"] = "" if avail else (rows[0]["reason"] if rows else "no runs")
     return out
+
+
+def _places(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Planted-fact retention by place, pooled: {place: {kept, total, share}}."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        for place, (kept, total) in r["facts_by_place"].items():
+            p = out.setdefault(place, {"kept": 0, "total": 0})
+            p["kept"] += kept
+            p["total"] += total
+    for p in out.values():
+        p["share"] = _ratio(p["kept"], p["total"])
+    return {k: out[k] for k in sorted(out, key=_place_order)}
+
+
+def _place_order(place: str) -> tuple[int, str]:
+    return (PLACES.index(place) if place in PLACES else len(PLACES), place)
+
+
+def _samples(rows: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    """One example per kind of warning or error message of an arm, with the workloads that produced it."""
+    seen: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        for text in r[key]:
+            entry = seen.setdefault(message_shape(text), {"message": text, "workloads": []})
+            entry["workloads"].append(r["workload"])
+    return list(seen.values())

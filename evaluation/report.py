@@ -1,8 +1,9 @@
-"""The report: a terminal table (rich), `report.md` and `report.json`."""
+"""The report: a terminal table that fits the terminal (rich), `report.md` and `report.json`."""
 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,29 @@ from .arms import Arm
 from .driver import Run, Settings
 from .metrics import arm_totals, run_metrics
 
+DEFAULT_ARM = "progressive"
+REFERENCE_ARM = "none"
+# The few columns that decide a choice: shown in the terminal and first in report.md.
+KEY_COLUMNS = [
+    ("arm", "arm"),
+    ("cost vs none", "vs_none"),
+    ("evidence line miss", "evidence_line_miss"),
+    ("evidence token miss", "evidence_token_miss"),
+    ("boundaries", "boundaries"),
+    ("over window", "over_window"),
+    ("facts kept", "facts_final"),
+    ("invalid", "invalid_views"),
+]
+TERMINAL_HEADS = [
+    "cost\nvs none",
+    "miss\nline",
+    "miss\ntoken",
+    "bound-\naries",
+    "over\nwindow",
+    "facts\nkept",
+    "invalid",
+]
+DROP_ORDER = [2, 3, 5]  # on a narrow terminal: token miss, boundaries, facts kept go first
 COLUMNS = [
     ("arm", "arm"),
     ("reqs", "requests"),
@@ -21,6 +45,9 @@ COLUMNS = [
     ("waste", "cache_waste"),
     ("cost", "cost"),
     ("vs none", "vs_none"),
+    ("vs default", "vs_default"),
+    ("evidence line miss", "evidence_line_miss"),
+    ("evidence token miss", "evidence_token_miss"),
     ("over window", "over_window"),
     ("peak/limit", "peak_over_limit"),
     ("orphans", "orphan_tool_results"),
@@ -28,23 +55,27 @@ COLUMNS = [
     ("sys hashes", "max_system_prompt_hashes"),
     ("facts end", "facts_final"),
     ("facts probes", "facts_probes"),
+    ("scenario cost vs none", "scenario_vs_none"),
     ("tail kept", "tail_retention"),
     ("est err", "estimator_error_mean"),
     ("ms p50", "ms_p50"),
     ("ms p90", "ms_p90"),
 ]
 PERCENT = {"cache_read_share", "facts_final", "facts_probes", "tail_retention", "peak_over_limit"}
-SIGNED = {"vs_none", "estimator_error_mean"}
+PERCENT_1 = {"evidence_line_miss", "evidence_token_miss"}
+SIGNED = {"vs_none", "vs_default", "scenario_vs_none", "estimator_error_mean"}
 
 
 def fmt(key: str, value: Any) -> str:
     """One table cell."""
     if value is None:
         return "n/a"
+    if key in PERCENT_1:
+        return f"{value:.1%}"
     if key in PERCENT:
         return f"{value:.0%}"
     if key in SIGNED:
-        return f"{value:+.0%}"
+        return "0%" if round(value * 100) == 0 else f"{value:+.0%}"
     if key in ("ms_p50", "ms_p90"):
         return f"{value:.2f}"
     if isinstance(value, float):
@@ -56,9 +87,12 @@ def build(arms: list[Arm], runs: list[Run], settings: Settings, engines: dict[st
     """Everything the report says, as plain data."""
     rows = [run_metrics(r) for r in runs]
     totals = {a.name: arm_totals(_of(rows, a.name), [r for r in runs if r.arm == a.name]) for a in arms}
-    base = totals.get("none", {}).get("cost")
+    _relative(totals, "cost", "vs_none", REFERENCE_ARM)
+    _relative(totals, "cost", "vs_default", DEFAULT_ARM)
+    _relative(totals, "scenario_cost", "scenario_vs_none", REFERENCE_ARM)
+    floor = over_window_floor(totals, rows)
     for t in totals.values():
-        t["vs_none"] = (t["cost"] / base - 1) if base and t["available"] else None
+        t["valid"] = valid(t, floor["requests"])
     counter = runs[0].counter if runs else "n/a"
     return {
         "token_counter": counter,
@@ -67,10 +101,54 @@ def build(arms: list[Arm], runs: list[Run], settings: Settings, engines: dict[st
         "estimate_source": sorted({r.estimate_source for r in runs if r.estimate_source}),
         "arms": {a.name: {"engine": a.engine, "config": a.config, "notes": a.notes} for a in arms},
         "totals": totals,
+        "frontier": frontier(totals),
+        "over_window_floor": floor,
+        "workloads": {
+            "real": sorted({r.workload for r in runs if not r.synthetic}),
+            "scenarios": sorted({r.workload for r in runs if r.synthetic}),
+        },
         "rows": rows,
         "series": {f"{r.arm}|{r.workload}": _series(r) for r in runs if r.available},
         "windows": {r.workload: asdict(r.window) for r in runs},
     }
+
+
+def _relative(totals: dict[str, dict], key: str, out: str, base_arm: str) -> None:
+    base = totals.get(base_arm, {}).get(key)
+    for t in totals.values():
+        t[out] = (t[key] / base - 1) if base and t["available"] and t.get(key) is not None else None
+
+
+def valid(t: dict[str, Any], over_floor: int = 0) -> bool:
+    """An arm a user could ship: it ran, sent no broken view and no more requests over the window than
+    the floor every compacting arm shares (a system prompt larger than the window is no arm's fault)."""
+    if "valid" in t:
+        return bool(t["valid"])
+    return bool(t["available"]) and t["over_window"] <= over_floor and t["invalid_views"] == 0
+
+
+def over_window_floor(totals: dict[str, dict[str, Any]], rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Requests over the window that every compacting arm sends, and the workloads where they happen."""
+    arms = [n for n, t in totals.items() if t["available"] and n != REFERENCE_ARM]
+    if not arms:
+        return {"requests": 0, "workloads": []}
+    over = {n: {r["workload"] for r in rows if r["arm"] == n and r["available"] and r["over_window"]} for n in arms}
+    return {
+        "requests": min(totals[n]["over_window"] for n in arms),
+        "workloads": sorted(set.intersection(*over.values())),
+    }
+
+
+def frontier(totals: dict[str, dict[str, Any]]) -> list[str]:
+    """Valid arms that no other valid arm beats on both cost and evidence line miss (cheapest first)."""
+    pts = {n: (t["cost"], t["evidence_line_miss"]) for n, t in totals.items()}
+    pts = {n: p for n, p in pts.items() if valid(totals[n]) and p[1] is not None}
+
+    def beaten(n: str) -> bool:
+        c, m = pts[n]
+        return any(c2 <= c and m2 <= m and (c2, m2) != (c, m) for c2, m2 in pts.values())
+
+    return sorted((n for n in pts if not beaten(n)), key=lambda n: pts[n])
 
 
 def _of(rows: list[dict], arm: str) -> list[dict]:
@@ -87,40 +165,67 @@ def _series(run: Run) -> dict[str, list]:
     }
 
 
-def table_cells(data: dict[str, Any]) -> list[list[str]]:
-    """The per-arm table as strings, one list per arm."""
-    out = []
-    for name, t in data["totals"].items():
-        if not t["available"]:
-            out.append([name] + ["-"] * (len(COLUMNS) - 1))
-            continue
-        out.append([name] + [fmt(key, t.get(key)) for _, key in COLUMNS[1:]])
-    return out
+def table_cells(data: dict[str, Any], columns: list[tuple[str, str]] = COLUMNS) -> list[list[str]]:
+    """The per-arm table as strings, one list per available arm."""
+    return [
+        [name] + [fmt(key, t.get(key)) for _, key in columns[1:]]
+        for name, t in data["totals"].items()
+        if t["available"]
+    ]
 
 
-def print_table(data: dict[str, Any]) -> None:
-    """The per-arm table in the terminal."""
+def print_table(data: dict[str, Any], md_path: Path | None = None) -> None:
+    """The key columns in the terminal, sized to it; the rest is in report.md."""
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"context managers on {_n_workloads(data)} workloads ({data['token_counter']})")
-    width = max((len(n) for n in data["totals"]), default=3)
-    table.add_column("arm", no_wrap=True, min_width=width)
-    for head, _ in COLUMNS[1:]:
-        table.add_column(head, justify="right")
-    for cells in table_cells(data):
-        table.add_row(*cells)
     console = Console()
-    if not console.is_terminal:
-        console = Console(width=220)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console = Console(width=120)  # piped: wide enough for every key column
+    cells = table_cells(data, KEY_COLUMNS)
+    keep = _fitting_columns(cells, console.width)
+    caption = "miss: evidence the next step used that the view lost (by line / by token), after the first compaction"
+    if len(keep) < len(TERMINAL_HEADS):
+        caption += f"; {len(TERMINAL_HEADS) - len(keep)} column(s) left out to fit the terminal"
+    table = Table(title=_title(data), caption=caption, box=box.SIMPLE_HEAD, pad_edge=False)
+    table.title_justify = table.caption_justify = "left"
+    table.add_column("arm", no_wrap=True)
+    for i in keep:
+        table.add_column(TERMINAL_HEADS[i], justify="right", no_wrap=True)
+    for row in cells:
+        table.add_row(row[0], *(row[i + 1] for i in keep))
     console.print(table)
     for name, t in data["totals"].items():
         if not t["available"]:
             console.print(f"{name}: not available ({t['reason']})")
+    if md_path is not None:
+        console.print(f"What to pick, every column and the warnings: {md_path}")
 
 
-def _n_workloads(data: dict[str, Any]) -> int:
-    return len({r["workload"] for r in data["rows"]})
+def _fitting_columns(cells: list[list[str]], width: int) -> list[int]:
+    """Indices of the key columns that fit `width`, leaving out the least important first."""
+    keep = list(range(len(TERMINAL_HEADS)))
+
+    def needed() -> int:
+        arm = max((len(r[0]) for r in cells), default=3)
+        cols = [max([len(x) for x in TERMINAL_HEADS[i].split("\n")] + [len(r[i + 1]) for r in cells]) for i in keep]
+        return arm + sum(cols) + 3 * len(cols) + 2  # padding and a separator per column, the edges
+
+    for i in DROP_ORDER:
+        if needed() <= width:
+            break
+        keep.remove(i)
+    return keep
+
+
+def _title(data: dict[str, Any]) -> str:
+    w = data["workloads"]
+    window = data["settings"]["window_fraction"]
+    return (
+        f"{len(w['real'])} transcripts + {len(w['scenarios'])} planted-fact scenarios, "
+        f"window {window:.0%} of each session ({data['token_counter']})"
+    )
 
 
 def markdown_table(headers: list[str], rows: list[list[str]]) -> str:
@@ -132,26 +237,18 @@ def markdown_table(headers: list[str], rows: list[list[str]]) -> str:
 
 def write(data: dict[str, Any], out: Path, plots: list[str]) -> tuple[Path, Path]:
     """Write report.json and report.md into `out`."""
+    from .report_text import markdown
+
     out.mkdir(parents=True, exist_ok=True)
     json_path, md_path = out / "report.json", out / "report.md"
     json_path.write_text(json.dumps(data, indent=1, sort_keys=True, default=str) + "\n", encoding="utf-8")
-    md_path.write_text(_markdown(data, plots), encoding="utf-8")
+    md_path.write_text(markdown(data, plots), encoding="utf-8")
     return json_path, md_path
 
 
-def _markdown(data: dict[str, Any], plots: list[str]) -> str:
-    from .report_text import explain
-
-    parts = ["# Evaluation report", "", *explain(data), "", "## Per arm (pooled over workloads)", ""]
-    parts.append(markdown_table([h for h, _ in COLUMNS], table_cells(data)))
-    parts += ["", "A row of '-' is an arm that was not available; the reason is listed above."]
-    parts += ["", "## Per arm and workload", "", _per_workload(data), ""]
-    parts += ["## Plots", ""] + [f"![{p}]({p})" for p in plots] + [""]
-    return "\n".join(parts)
-
-
-def _per_workload(data: dict[str, Any]) -> str:
+def per_workload(data: dict[str, Any]) -> str:
+    """Every arm on every workload, the main columns."""
     keys = ["requests", "errors", "boundaries", "cache_read_share", "cost", "over_window", "peak_true_tokens"]
-    keys += ["window_limit", "facts_final", "tail_retention", "estimator_error_mean"]
+    keys += ["window_limit", "evidence_line_miss", "facts_final", "tail_retention", "estimator_error_mean"]
     rows = [[r["arm"], r["workload"]] + [fmt(k, r[k]) for k in keys] for r in data["rows"] if r["available"]]
     return markdown_table(["arm", "workload", *keys], rows)

@@ -5,7 +5,8 @@ with ``set_messages(history)`` then ``restore_state(snapshot)`` (both through JS
 save them next to the transcript); restarted the same way without the state. The cache is a simple
 prefix model: a request reads the tokens of the longest byte-identical whole-message prefix it shares
 with the previous request's non-ephemeral prefix. Read share = read tokens / prompt tokens (o200k).
-Run from the repository root: ``uv run python -m evaluation.resume_eval [--every 10] [--per-transcript]``.
+Run from the repository root:
+``uv run python -m evaluation.resume_eval [--every 10] [--workload PATH ...] [--per-transcript]``.
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ import argparse
 import asyncio
 import json
 import logging
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evaluation import cli
 from evaluation.tokens import ensure_tiktoken_cache_dir
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,6 +30,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "hybrid meter": {"token_meter": "hybrid"},
     "content counter": {"token_counter": "content"},
 }
+PROG = "python -m evaluation.resume_eval"
 MODES = ("uninterrupted", "restored", "cold")
 
 
@@ -170,26 +174,31 @@ def print_config(label: str, rows: list[Row], per_transcript: bool) -> None:
             )
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--every", type=int, default=10, help="restart before every N-th request")
-    parser.add_argument("--window-fraction", type=float, default=0.35)
-    parser.add_argument("--workload", default=str(WORKLOADS), help="a .jsonl transcript or a folder of them")
-    parser.add_argument("--per-transcript", action="store_true")
-    args = parser.parse_args(argv)
+def main(argv: list[str] | None = None) -> int:
+    """Print read shares per config: uninterrupted, restored, cold."""
+    p = cli.Parser(PROG, __doc__)
+    p.add_argument("--every", type=cli.positive_int, default=10, metavar="N", help="restart before every N-th request")
+    cli.add_window_fraction(p, 0.35, "the module's budget as a share of each session's true size")
+    cli.add_workload(p, "tests/data/workloads")
+    p.add_argument("--per-transcript", action="store_true", help="also print one row per transcript")
+    return cli.guard(PROG, lambda: _run(p.parse_args(sys.argv[1:] if argv is None else argv)))
+
+
+def _run(args: argparse.Namespace) -> int:
+    workloads = cli.workloads(args.workload, WORKLOADS)  # checked before the work
     ensure_tiktoken_cache_dir()
     logging.getLogger("amplifier_module_context_simple").setLevel(logging.ERROR)  # over-budget warnings: noise here
     from .tokens import TokenCounter
-    from .workloads import load_path
 
-    workloads, counter = load_path(args.workload), TokenCounter()
+    counter = TokenCounter()
     print(f"{len(workloads)} transcripts; restart before every {args.every}th request; tokens: {counter.name}")
     print(f"effective budget = {args.window_fraction:.0%} of each session's true size; restored/cold = with/without")
     print("restore_state() after set_messages(); cache read = longest byte-identical prefix with the previous request")
     for label, config in CONFIGS.items():
         rows = asyncio.run(evaluate(workloads, config, args.every, args.window_fraction, counter))
         print_config(label, rows, args.per_transcript and label == "default")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -62,6 +62,23 @@ class _Builder:
         self.requests += 1
         self.messages.append({"role": "assistant", "content": text})
 
+    def correct(self, code: str) -> int:
+        """A user correction retracting the batch-pipeline instruction; returns the probe request."""
+        self.user(f"Correction {code}: do NOT use the batch pipeline; use the streaming one.")
+        self.say("Switching to the streaming pipeline as corrected.")
+        return self.requests
+
+    def status(self, user_words: int, reply_words: int) -> None:
+        self.user(f"Status? {_line(self.rng, user_words)}")
+        self.say(f"Progress: {_line(self.rng, reply_words)}")
+
+    def finish(self, question: str, probes: list[int]) -> list[int]:
+        """The closing question and answer; returns the probe requests (before and at the end)."""
+        probes.append(self.requests)
+        self.user(question)
+        self.say("Done.")
+        return sorted({*probes, self.requests})
+
     def tool(self, output: str) -> None:
         self.requests += 1
         self.calls += 1
@@ -98,16 +115,57 @@ def planted_facts(seed: int = 7, tool_results: int = 24, tool_chars: int = 2500)
         size = tool_chars * 2 if k < tool_results // 2 else tool_chars // 3  # big early, small late
         b.tool(_tool_output(rng, size, at["head"], at["middle"], at["tail"]))
         if k == tool_results // 2:
-            b.user(f"Correction {correction}: do NOT use the batch pipeline; use the streaming one.")
             facts["correction"] = correction
-            b.say("Switching to the streaming pipeline as corrected.")
-            probes.append(b.requests)
+            probes.append(b.correct(correction))
         elif k % 3 == 2:
-            b.user(f"Status? {_line(rng, 40)}")
-            b.say(f"Progress: {_line(rng, 30)}")
-    probes.append(b.requests)
-    b.user("Final check: list every constraint and the pipeline you used.")
-    b.say("Done.")
-    probes.append(b.requests)
+            b.status(40, 30)
+    probes = b.finish("Final check: list every constraint and the pipeline you used.", probes)
     name = f"planted-facts-seed{seed}"
-    return Workload(name, b.messages, facts, retracted, sorted(set(probes)), source=f"generated, seed {seed}")
+    return Workload(name, b.messages, facts, retracted, probes, source=f"generated, seed {seed}")
+
+
+PLACES = ("user", "head", "middle", "end", "correction")
+RESULT_SIZES = (300, 1200, 4000, 10000)  # chars: a short command, a listing, a file, a long log
+RETENTION_SEEDS = 4
+RETENTION_TOOL_RESULTS = 30
+EARLY_USER_TURNS = 3
+
+
+def fact_place(name: str) -> str:
+    """Where a retention fact was planted: user, head, middle, end (of a tool result) or correction."""
+    return name.split("/", 1)[0] if "/" in name else name
+
+
+def retention_scenario(seed: int, tool_results: int = RETENTION_TOOL_RESULTS) -> Workload:
+    """A seeded retention test: 2 facts in each early user turn, one fact per tool result at its head,
+    middle or end (rotating), results of mixed sizes in random order, and a mid-session correction."""
+    rng = random.Random(f"retention-{seed}")
+    b = _Builder(rng)
+    facts: dict[str, str] = {}
+    retracted = _code(rng, "INSTR")
+    for t in range(EARLY_USER_TURNS):
+        a, c = _code(rng, f"REQ{t}A"), _code(rng, f"REQ{t}B")
+        facts[f"user/turn{t}a"], facts[f"user/turn{t}b"] = a, c
+        extra = f" Instruction {retracted}: use the batch pipeline." if t == 1 else ""
+        b.user(f"Requirement {a}: {_line(rng, 12)}. Requirement {c}: {_line(rng, 10)}.{extra}")
+        b.say(f"Noted. {_line(rng, 8)}.")
+    probes: list[int] = []
+    for k in range(tool_results):
+        place = ("head", "middle", "end")[(k + seed) % 3]
+        fact = _code(rng, f"F{k:02d}")
+        facts[f"{place}/result{k:02d}"] = fact
+        spots = {p: (fact if p == place else "") for p in ("head", "middle", "end")}
+        b.tool(_tool_output(rng, rng.choice(RESULT_SIZES), spots["head"], spots["middle"], spots["end"]))
+        if k == tool_results // 2:
+            facts["correction"] = _code(rng, "CORRECTION")
+            probes.append(b.correct(facts["correction"]))
+        elif k % 4 == 3:
+            b.status(30, 25)
+    probes = b.finish("Final check: list every requirement, every NOTE you saw, and the pipeline you used.", probes)
+    name = f"retention-seed{seed}"
+    return Workload(name, b.messages, facts, retracted, probes, source=f"generated, seed {seed}")
+
+
+def retention_scenarios(first_seed: int = 7, seeds: int = RETENTION_SEEDS) -> list[Workload]:
+    """The retention test: `seeds` scenarios with consecutive seeds."""
+    return [retention_scenario(first_seed + i) for i in range(seeds)]

@@ -1,13 +1,14 @@
 """Compaction boundaries per session: progressive vs the summary strategy with and without its refire levers.
 
-Run: ``uv run python -m evaluation.summary_refire`` (``--sweep`` also tries a grid of lever values).
+Run: ``uv run python -m evaluation.summary_refire [--workload PATH ...] [--window-fraction 0.3]``
+(``--sweep`` tries a grid of lever values instead).
 
 Each shipped transcript is replayed the way an orchestrator drives a context manager: messages are
 added in order (with a frozen timestamp) and a view is requested before every assistant message; the
 event loop is then yielded to a few times, as a real provider round trip would, so a background
 summary lands. The summarizer is scripted and deterministic (the first line of each summarized
 message, capped): a mechanism test, not a quality claim. The budget forces compaction: the system
-prompt plus ``--fraction`` (30%) of the rest of the session, plus the 800-token notice reserve, so a
+prompt plus ``--window-fraction`` (30%) of the rest of the session, plus the 800-token notice reserve, so a
 session whose system prompt alone would overflow the budget still measures the conversation.
 
 A boundary is a request on which a new ``context:compaction`` happened (the module's own definition,
@@ -21,6 +22,7 @@ import argparse
 import asyncio
 import json
 import logging
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,8 +31,11 @@ from amplifier_module_context_simple import SimpleContextManager
 from amplifier_module_context_simple.estimate import estimate_tokens
 from amplifier_module_context_simple.repair import view_problems
 
+from . import cli
+
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOAD_DIRS = (ROOT / "tests" / "data" / "workloads", ROOT / "evaluation" / "workloads")
+PROG = "python -m evaluation.summary_refire"
 NOTICE_RESERVE = 800
 TIMESTAMP = "2025-01-01T00:00:00.000+00:00"
 YIELDS = 10
@@ -88,9 +93,9 @@ class Result:
     faults: list[str] = field(default_factory=list)
 
 
-def load(path: Path) -> list[dict[str, Any]]:
-    lines = path.read_text(encoding="utf-8").splitlines()
-    return [{**json.loads(line), "metadata": {"timestamp": TIMESTAMP}} for line in lines if line.strip()]
+def stamped(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Copies of the messages with a fixed timestamp."""
+    return [{**m, "metadata": {"timestamp": TIMESTAMP}} for m in messages]
 
 
 def token_budget(messages: list[dict[str, Any]], fraction: float) -> int:
@@ -122,12 +127,14 @@ async def replay(messages: list[dict[str, Any]], config: dict[str, Any], budget:
     return result
 
 
-def run(paths: list[Path], arms: list[tuple[str, dict[str, Any]]], fraction: float) -> dict[str, dict[str, Result]]:
+def run(
+    sessions: dict[str, list[dict[str, Any]]], arms: list[tuple[str, dict[str, Any]]], fraction: float
+) -> dict[str, dict[str, Result]]:
     table: dict[str, dict[str, Result]] = {}
-    for path in paths:
-        messages = load(path)
+    for stem, raw in sessions.items():
+        messages = stamped(raw)
         budget = token_budget(messages, fraction)
-        table[path.stem] = {name: asyncio.run(replay(messages, config, budget)) for name, config in arms}
+        table[stem] = {name: asyncio.run(replay(messages, config, budget)) for name, config in arms}
     return table
 
 
@@ -157,18 +164,24 @@ def sweep_arms() -> list[tuple[str, dict[str, Any]]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--workloads", type=Path, default=None, help="a folder of .jsonl sessions")
-    parser.add_argument("--fraction", type=float, default=0.30, help="share of the conversation that fits")
-    parser.add_argument("--sweep", action="store_true", help="try a grid of lever values instead")
-    parser.add_argument("--limit", type=int, default=None, help="only the first N sessions (by name)")
-    args = parser.parse_args(argv)
-    folder = args.workloads or next(d for d in WORKLOAD_DIRS if d.is_dir())
-    paths = sorted(folder.glob("*.jsonl"))[: args.limit]
+    """Print boundaries per session and arm; exit 1 when a view broke an invariant."""
+    p = cli.Parser(PROG, __doc__)
+    cli.add_workload(p, "tests/data/workloads")
+    cli.add_window_fraction(p, 0.30, "share of the conversation (beside the system prompt) that fits")
+    p.add_argument("--sweep", action="store_true", help="try a grid of lever values instead")
+    p.add_argument("--limit", type=cli.positive_int, metavar="N", help="only the first N sessions (by name)")
+    return cli.guard(PROG, lambda: _run(p.parse_args(sys.argv[1:] if argv is None else argv)))
+
+
+def _run(args: argparse.Namespace) -> int:
+    default = next(d for d in WORKLOAD_DIRS if d.is_dir())
+    sessions = dict(list(cli.sessions(args.workload, default).items())[: args.limit])  # checked before the work
     arms = sweep_arms() if args.sweep else ARMS
     logging.getLogger("amplifier_module_context_simple").setLevel(logging.ERROR)
-    table = run(paths, arms, args.fraction)
-    print(f"{len(paths)} sessions from {folder.relative_to(ROOT)}, budget = system + {args.fraction:.0%} of the rest")
+    table = run(sessions, arms, args.window_fraction)
+    source = ", ".join(args.workload or [str(default.relative_to(ROOT))])
+    fraction = args.window_fraction
+    print(f"{len(sessions)} sessions from {source}, budget = system + {fraction:.0%} of the rest")
     print("B = the effective budget: summary_min_absorb_tokens=0.55 means int(0.55 * B) tokens\n")
     print(render(table, [name for name, _ in arms]))
     faults = [f"{s} / {a}: {f}" for s, row in table.items() for a, r in row.items() for f in r.faults[:1]]

@@ -6,22 +6,25 @@ truncated in any view is checked once: does its last non-blank line survive in t
 Arms: the shipped default (250 chars, head) and head / head_tail at the same token budget (62 and
 500 tokens). Results are pooled and split by source (msa, agentperf, taubench). A last line longer
 than half the budget cannot fit a head_tail tail, so the share among short last lines is also given.
-Run: ``uv run python -m evaluation.tail_retention``.
+Run: ``uv run python -m evaluation.tail_retention [--window-fraction 0.3] [--workload PATH ...]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from amplifier_module_context_simple import SimpleContextManager
 
+from . import cli
+
 TRANSCRIPTS = Path(__file__).resolve().parent.parent / "tests" / "data" / "workloads"
+PROG = "python -m evaluation.tail_retention"
 STAMP = "2026-01-01T00:00:00.000+00:00"
 LEGACY_CHARS = 250
 ARMS: dict[str, dict[str, Any]] = {
@@ -51,10 +54,12 @@ class Tally:
 
 def load(path: Path) -> list[dict[str, Any]]:
     """A transcript, each message stamped with a fixed timestamp and its line index."""
-    messages = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    for index, message in enumerate(messages):
-        message["metadata"] = {"timestamp": STAMP, "ix": index}
-    return messages
+    return stamped(cli.sessions([str(path)], TRANSCRIPTS)[path.stem])
+
+
+def stamped(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Copies of the messages with a fixed timestamp and their index."""
+    return [{**m, "metadata": {"timestamp": STAMP, "ix": index}} for index, m in enumerate(messages)]
 
 
 def last_line(text: str) -> str:
@@ -97,12 +102,12 @@ def tally(messages: list[dict[str, Any]], seen: dict[int, str], last_view: set[i
     return out
 
 
-def measure(fraction: float, files: list[Path]) -> dict[str, dict[str, Tally]]:
-    """Tallies by arm, then by source (and "pooled")."""
+def measure(fraction: float, sessions: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Tally]]:
+    """Tallies by arm, then by source (the stem's prefix; and "pooled")."""
     results: dict[str, dict[str, Tally]] = {arm: {"pooled": Tally()} for arm in ARMS}
-    for path in files:
-        messages = load(path)
-        source = path.stem.split("__", 1)[0]
+    for stem, raw in sessions.items():
+        messages = stamped(raw)
+        source = stem.split("__", 1)[0]
         budget = int(sum(len(str(m)) // 4 for m in messages) * fraction)
         for arm, config in ARMS.items():
             seen, last_view = asyncio.run(replay(messages, budget, config))
@@ -133,13 +138,17 @@ def report(results: dict[str, dict[str, Tally]], fraction: float, sessions: int)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m evaluation.tail_retention", description=__doc__)
-    parser.add_argument("--fraction", type=float, default=0.3, help="budget as a share of each session's size")
-    parser.add_argument("--workloads", type=Path, default=TRANSCRIPTS, help="folder of .jsonl transcripts")
-    args = parser.parse_args(argv)
+    """Print the tail-retention table."""
+    p = cli.Parser(PROG, __doc__)
+    cli.add_window_fraction(p, 0.3, "the budget as a share of each session's estimated size")
+    cli.add_workload(p, "tests/data/workloads")
+    return cli.guard(PROG, lambda: _run(p.parse_args(sys.argv[1:] if argv is None else argv)))
+
+
+def _run(args: argparse.Namespace) -> int:
+    sessions = cli.sessions(args.workload, TRANSCRIPTS)  # checked before the work
     logging.disable(logging.WARNING)
-    files = sorted(args.workloads.glob("*.jsonl"))
-    print(report(measure(args.fraction, files), args.fraction, len(files)))
+    print(report(measure(args.window_fraction, sessions), args.window_fraction, len(sessions)))
     return 0
 
 

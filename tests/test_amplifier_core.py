@@ -3,6 +3,7 @@ and a real AmplifierSession that loads this package through its ``context-simple
 
 from __future__ import annotations
 
+import copy
 import importlib.metadata
 import json
 import sys
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 from amplifier_core import AmplifierSession
 from amplifier_core.message_models import ChatRequest, ChatResponse, Message, TextBlock, ToolCall, Usage
-from amplifier_core.models import ProviderInfo
+from amplifier_core.models import HookResult, ProviderInfo
 from amplifier_core.testing import MockCoordinator
 from amplifier_core.validation import ContextValidator
 from amplifier_core.validation.behavioral import ContextBehaviorTests
@@ -21,7 +22,7 @@ from amplifier_core.validation.structural import ContextStructuralTests
 
 import amplifier_module_context_simple
 from amplifier_module_context_simple import SimpleContextManager, mount
-from amplifier_module_context_simple.repair import view_problems
+from amplifier_module_context_simple.repair import SYNTHETIC_RESULT_TEXT, view_problems
 from tests.conftest import EventLog, assert_extends, non_ephemeral
 
 PACKAGE_DIR = Path(amplifier_module_context_simple.__file__).resolve().parent
@@ -255,3 +256,82 @@ async def test_real_session_loads_context_simple_and_compacts_across_turns(sessi
 
     await session.cleanup()
     assert session.coordinator.hooks.list_handlers("llm:response") == {"llm:response": []}
+
+
+# ----- hook injections stored inside a tool group (loop-basic's order) ---------------------------
+
+
+async def loop_basic_tool_round(coordinator: Any, ctx: SimpleContextManager, ids: list[str], role: str) -> None:
+    """What loop-basic stores for one round of parallel calls whose ``tool:post`` hook injects context:
+    the assistant's calls, then (inside the tool tasks) the hook's injection, then the results."""
+    calls = [{"id": i, "type": "function", "function": {"name": "read_file", "arguments": "{}"}} for i in ids]
+    await ctx.add_message({"role": "assistant", "content": "", "tool_calls": calls})
+    for call_id in ids:
+        hook = HookResult(action="inject_context", context_injection=f"lint after {call_id}")
+        hook.context_injection_role = role
+        await coordinator.process_hook_result(hook, "tool:post", "linter")
+    for call_id in ids:
+        await ctx.add_message({"role": "tool", "tool_call_id": call_id, "content": f"output of {call_id} " * 50})
+
+
+async def mounted(config: dict[str, Any]) -> tuple[Any, SimpleContextManager, Any]:
+    """(coordinator, context, cleanup) of this package mounted on amplifier-core's MockCoordinator."""
+    coordinator = MockCoordinator()
+    cleanup = await mount(coordinator, config)
+    return coordinator, coordinator.get("context"), cleanup
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("role", ["system", "user"])
+async def test_hook_injection_between_calls_and_results_keeps_the_real_results(role: str):
+    coordinator, ctx, cleanup = await mounted({})
+    await ctx.add_message({"role": "user", "content": "check the files"})
+    await loop_basic_tool_round(coordinator, ctx, ["a", "b"], role)
+    stored = copy.deepcopy(await ctx.get_messages())
+    assert [m["role"] for m in stored] == ["user", "assistant", role, role, "tool", "tool"]  # loop-basic's order
+
+    view = await ctx.get_messages_for_request()
+    assert view_problems(view) == []
+    assert [m["role"] for m in view] == ["user", "assistant", "tool", "tool", role, role]
+    assert [m["content"] for m in view[2:4]] == [stored[4]["content"], stored[5]["content"]]  # the real output
+    assert [m["content"] for m in view[4:]] == ["lint after a", "lint after b"]  # the injections follow
+    assert not any(SYNTHETIC_RESULT_TEXT in str(m.get("content")) for m in view)
+    assert await ctx.get_messages() == stored  # the stored history keeps its order
+    assert ctx.fault_stats.get("repair_synthetic_results", 0) == 0
+    assert ctx.fault_stats.get("repair_orphans_dropped", 0) == 0
+    # The next turn's view extends this one (the prompt cache holds).
+    await ctx.add_message({"role": "assistant", "content": "done"})
+    assert_extends(view, await ctx.get_messages_for_request())
+    await cleanup()
+
+
+@pytest.mark.asyncio
+async def test_a_group_whose_results_are_still_arriving_after_a_hook_injection_is_held_back():
+    coordinator, ctx, cleanup = await mounted({})
+    await ctx.add_message({"role": "user", "content": "check the files"})
+    await loop_basic_tool_round(coordinator, ctx, ["a", "b"], "system")
+    del ctx.messages[-1]  # result b not stored yet: [user, calls a+b, hook, hook, result a]
+    view = await ctx.get_messages_for_request()
+    assert [m["role"] for m in view] == ["user", "assistant"]  # ends on the calls, like between call and result
+    assert ctx.fault_stats.get("repair_synthetic_results", 0) == 0
+    await cleanup()
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("role", ["system", "user"])
+async def test_compacted_views_keep_hook_injected_groups_whole(role: str):
+    """Under pressure the ladder removes and truncates; a group with an injection inside stays one unit."""
+    coordinator, ctx, cleanup = await mounted({"max_tokens": 3_000, "protected_tool_results": 1})
+    events = EventLog(coordinator.hooks, ("context:compaction",))
+    await ctx.add_message({"role": "system", "content": "You are the test agent."})
+    for turn in range(6):
+        await ctx.add_message({"role": "user", "content": f"turn {turn}: check the files"})
+        for round_ in range(2):
+            await loop_basic_tool_round(coordinator, ctx, [f"t{turn}r{round_}a", f"t{turn}r{round_}b"], role)
+            view = await ctx.get_messages_for_request()
+            assert view_problems(view) == [], (turn, round_)
+            assert not any(SYNTHETIC_RESULT_TEXT in str(m.get("content")) for m in view)
+        await ctx.add_message({"role": "assistant", "content": f"answer {turn}"})
+    assert events.of("context:compaction") and ctx._removed_seqs
+    assert ctx.fault_stats.get("repair_orphans_dropped", 0) == 0
+    await cleanup()

@@ -22,6 +22,14 @@ BAD_DICTS = [
     ({"role": "user", "content": [{"type": "text", "text": "ok"}, 7]}, "content block"),
     ({"role": "user", "content": "x", "metadata": "not a dict"}, "metadata"),
     ({"role": "assistant", "content": "", "tool_calls": {"id": "a"}}, "tool_calls"),
+    # Unusable tool-call ids: the view would send a call with no result and drop the real one.
+    ({"role": "assistant", "content": "", "tool_calls": [{"id": 5, "name": "x"}]}, "tool_calls[0] has id 5"),
+    ({"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "x"}}]}, "has id missing"),
+    ({"role": "assistant", "content": "", "tool_calls": [{"id": "a"}, {"id": ""}]}, "tool_calls[1] has id ''"),
+    ({"role": "assistant", "content": "", "tool_calls": ["call_0"]}, "tool_calls[0] must be a dict"),
+    ({"role": "tool", "tool_call_id": 5, "content": "x"}, "tool_call_id is 5"),
+    ({"role": "tool", "tool_call_id": "", "content": "x"}, "tool_call_id is ''"),
+    ({"role": "tool", "content": "x"}, "tool_call_id is missing"),
 ]
 GOOD_SHAPES = [
     {"role": "developer", "content": "dev note"},
@@ -91,6 +99,8 @@ async def test_every_amplifier_core_role_and_content_shape_is_accepted(good):
         ({"content": "no role"}, ValueError, "role"),
         ({"role": "robot", "content": "x"}, ValueError, "'robot'"),
         ({"role": "user", "content": 3.5}, ValueError, "content"),
+        ({"role": "assistant", "content": "", "tool_calls": [{"id": 7}]}, ValueError, "has id 7"),
+        ({"role": "tool", "tool_call_id": None, "content": "x"}, ValueError, "tool_call_id is missing"),
     ],
 )
 async def test_set_messages_with_one_bad_message_changes_nothing(bad, error, named):

@@ -253,6 +253,7 @@ class CountingCounter:
 async def test_each_message_is_counted_once_across_many_requests() -> None:
     counter = CountingCounter()
     ctx = SimpleContextManager(token_counter=counter)
+    assert counter.calls.pop('"token counter probe"') == 1  # the constructor's one check that it counts
     messages = load_transcript(SMALL)
     requests = await replay(ctx, messages, budget=10**9)
     assert len(requests) >= 20
@@ -267,6 +268,7 @@ async def test_counts_stay_cached_through_compaction() -> None:
     counter = CountingCounter()
     messages = load_transcript(SMALL)
     ctx = SimpleContextManager(token_counter=counter)
+    counter.calls.pop('"token counter probe"')
     requests = await replay(ctx, messages, budget=int(sum(map(content_count, messages)) * 0.4))
     assert sum(r.boundary for r in requests) >= 2
     rewrites = {m.get("content") for r in requests for m in r.view if m.get("_truncated") or m.get("_stubbed")}

@@ -9,18 +9,19 @@ SMALL = SHIPPED_DIR / "taubench__airline__task002__trial1.jsonl"
 
 
 def test_main_command_writes_a_report_that_parses(tmp_path, capsys):
-    code = main(["--workload", str(SMALL), "--arms", "none,progressive", "--jobs", "1", "--out", str(tmp_path)])
+    argv = ["--workload", str(SMALL), "--scenario", "--arms", "none,progressive", "--jobs", "1", "--out", str(tmp_path)]
+    code = main(argv)
     assert code == 0
     data = json.loads((tmp_path / "report.json").read_text())
     assert set(data["totals"]) == {"none", "progressive"}
-    assert {r["workload"] for r in data["rows"]} == {SMALL.stem, "planted-facts-seed7"}
+    assert {r["workload"] for r in data["rows"]} == {SMALL.stem} | {f"retention-seed{s}" for s in (7, 8, 9, 10)}
     assert data["token_counter"]
     none = data["totals"]["none"]
     assert none["boundaries"] == 0 and none["orphan_tool_results"] == 0
     assert none["facts_final"] == 1.0
     md = (tmp_path / "report.md").read_text()
     assert "| progressive |" in md and "Token counter" in md
-    for name in ("tokens.png", "cost.png", "retention.png"):
+    for name in ("tokens.png", "frontier.png", "retention.png"):
         assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
     assert "progressive" in capsys.readouterr().out
 

@@ -150,7 +150,7 @@ async def test_a_failing_summarizer_never_fails_the_turn(fault: str, caplog: Any
     assert ctx._sticky_level > 0, "the progressive ladder must have carried the compaction"
     if fault == "oversized":
         assert "summary refused" in caplog.text  # the shrink guard: not a summarizer failure
-        assert "summarization_failures" not in ctx.fault_stats
+        assert ctx.fault_stats["summarization_failures"] == 0
     else:
         assert ctx.fault_stats["summarization_failures"] >= 1
         assert "summarizer failed" in caplog.text

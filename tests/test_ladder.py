@@ -376,3 +376,32 @@ async def test_counts_in_stats_are_cumulative_and_decisions_are_never_undone():
     assert second["user_messages_stubbed"] == len(ctx._stubbed_seqs)
     # A truncation is only ever superseded by a removal.
     assert truncated_before <= ctx._truncated_seqs | ctx._removed_seqs
+
+
+PASTE = "pasted log line with some detail\n" * 1_400  # ~45,000 characters
+
+
+async def paste_session(content: Any) -> tuple[SimpleContextManager, list[dict[str, Any]]]:
+    ctx = SimpleContextManager()
+    turns = [user("the task"), asst("ok"), {"role": "user", "content": content}, asst("read it")]
+    turns += [m for i in range(4) for m in (user(f"follow-up {i}"), asst(f"answer {i}"))]
+    for message in turns:
+        await ctx.add_message(stamped(message))
+    return ctx, await ctx.get_messages_for_request(token_budget=8_000 + 800)
+
+
+@pytest.mark.asyncio
+async def test_a_mid_conversation_paste_as_text_blocks_is_stubbed_like_a_string(caplog: Any) -> None:
+    as_text, text_view = await paste_session(PASTE)
+    as_blocks, block_view = await paste_session([{"type": "text", "text": PASTE}])
+    assert as_text._stubbed_seqs == as_blocks._stubbed_seqs == {2}
+    (stub,) = [m for m in block_view if m.get("_stubbed")]
+    (text_stub,) = [m for m in text_view if m.get("_stubbed")]
+    assert (
+        stub["content"]
+        == text_stub["content"]
+        == '[User message compacted - original: "pasted log line with some detail pasted log line w..."]'
+    )
+    assert stub["_stubbed"] and stub["_original_length"] == len(PASTE)
+    assert estimate_tokens(block_view) < 8_000 and "OVER BUDGET" not in caplog.text
+    assert as_blocks.messages[2]["content"] == [{"type": "text", "text": PASTE}]  # the history keeps it

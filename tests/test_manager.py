@@ -18,10 +18,14 @@ from tests.conftest import (
     BIG,
     FIXED_TIMESTAMP,
     NOTICE_SOURCE,
+    WORKLOADS_DIR,
     asst,
     asst_calls,
     build,
+    estimated_size,
     is_ephemeral,
+    load_transcript,
+    replay,
     result,
     stamped,
     system,
@@ -190,7 +194,7 @@ def test_budget_precedence_token_budget_then_model_info_then_defaults_then_max_t
     assert ctx._calculate_budget(None, SimpleNamespace(get_model_info=lambda: None, get_info=both.get_info)) == 931_904
     assert ctx._calculate_budget(None, SimpleNamespace()) == 12_345
     assert ctx._calculate_budget(None, None) == 12_345
-    assert ctx.fault_stats == {}
+    assert not any(ctx.fault_stats.values())
 
 
 def test_a_failing_provider_falls_back_to_max_tokens_and_is_counted(caplog):
@@ -336,6 +340,13 @@ async def test_over_budget_warning_names_the_system_prompt(caplog):
     assert "system prompt ALONE" in records[0].getMessage()
 
 
+@pytest.mark.parametrize(("keep", "expected"), [(5, {9, 12, 15, 20, 30}), (2, {20, 30}), (0, set()), (-3, set())])
+def test_protected_tool_indices_takes_positions_and_returns_a_set(keep, expected):
+    # The original's signature: positions of the tool results in, the last N of them out, none for N <= 0.
+    ctx = SimpleContextManager(protected_tool_results=keep)
+    assert ctx._protected_tool_indices([1, 4, 9, 12, 15, 20, 30]) == expected
+
+
 @pytest.mark.asyncio
 async def test_over_budget_warning_names_the_protected_floor(caplog):
     ctx = SimpleContextManager()
@@ -346,6 +357,10 @@ async def test_over_budget_warning_names_the_protected_floor(caplog):
     text = "\n".join(r.getMessage() for r in caplog.records if r.name == LOGGER)
     assert "OVER BUDGET" in text and "floor" in text and "system prompt ALONE" not in text
     assert view[-2]["content"] == "u" * BIG  # the last user message is never shed
+    stats = ctx._last_compaction_stats  # the original's wording also names the share and the target
+    share = round(100 * stats["after_tokens"] / stats["budget"])
+    budget = f"{stats['after_tokens']:,} tokens against a budget of {stats['budget']:,}"
+    assert f"{budget} ({share}% of budget, target {stats['target_tokens']:,})" in text
 
 
 @pytest.mark.asyncio
@@ -457,7 +472,7 @@ async def test_empty_config_gives_the_defaults(config, caplog):
         ("protected_recent", -0.1),
         ("protected_tool_results", 2.5),
         ("truncate_chars", 0),
-        ("compaction_notice_enabled", "yes"),
+        ("compaction_notice_enabled", "maybe"),
         ("compaction_notice_token_reserve", -1),
         ("compaction_notice_min_level", -1),
         ("output_reserve_fraction", 2),
@@ -511,3 +526,31 @@ async def test_max_messages_is_accepted_and_changes_no_view(caplog):
         assert await capped.get_messages_for_request(token_budget=budget) == await plain.get_messages_for_request(
             token_budget=budget
         )
+
+
+NOTICE_CLAIM = re.compile(
+    r"- Last (\d+) tool results \(full content\)(?:, except (\d+) of them removed by compaction)?\n"
+)
+
+
+@pytest.mark.asyncio
+async def test_the_notice_never_claims_tool_results_the_view_does_not_hold():
+    """protected_tool_results protects from truncation, not removal: the notice says what was removed."""
+    messages = load_transcript(WORKLOADS_DIR / "taubench__airline__task003__trial0.jsonl")
+    seen = {"checked": 0, "qualified": 0}
+
+    def check(request: Any, ctx: SimpleContextManager) -> None:
+        notice = next(
+            (m["content"] for m in request.view if is_ephemeral(m) and "Compaction summary" in m["content"]), None
+        )
+        if notice is None:
+            return
+        keep, removed = (int(g or 0) for g in NOTICE_CLAIM.search(notice).groups())
+        recent = [(m["tool_call_id"], m["content"]) for m in ctx.messages if m["role"] == "tool"][-keep:]
+        whole = {(m["tool_call_id"], m["content"]) for m in request.view if m["role"] == "tool"}
+        assert sum(r in whole for r in recent) >= len(recent) - removed, (request.index, notice)
+        seen["checked"] += 1
+        seen["qualified"] += removed > 0
+
+    await replay(SimpleContextManager(), messages, int(estimated_size(messages) * 0.3), on_request=check)
+    assert seen["checked"] and seen["qualified"]  # the run does remove recent results, and says so

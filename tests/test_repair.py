@@ -16,6 +16,7 @@ from amplifier_module_context_simple.repair import (
     SYNTHETIC_RESULT_TEXT,
     RepairReport,
     repair_view,
+    scan_clean,
     view_problems,
 )
 
@@ -196,14 +197,45 @@ def test_everything_at_once() -> None:
         SYSTEM,
         asst("a", "b"),
         res("b"),
-        synth("a"),
+        res("a"),  # stored after the user message, it still answers its open call
         user(),
         asst("c"),
         synth("c"),
         user(),
         asst("d"),
     ]
-    assert report == RepairReport(synthetic_results=2, orphans_dropped=2, duplicates_dropped=1)
+    assert report == RepairReport(synthetic_results=1, orphans_dropped=1, duplicates_dropped=1, messages_moved=1)
+
+
+HOOK = {"role": "system", "content": "lint: 3 warnings", "metadata": {"source": "hook", "event": "tool:post"}}
+
+
+def test_a_message_stored_between_calls_and_results_follows_the_group() -> None:
+    # amplifier-core's loop-basic stores a tool:post hook's injection before the results.
+    view = [user(), asst("a", "b"), HOOK, user("note"), res("a"), res("b"), user("next")]
+    out, report = repaired(view)
+    assert out == [user(), asst("a", "b"), res("a"), res("b"), HOOK, user("note"), user("next")]
+    assert out[2] is view[4] and out[4] is view[2]
+    assert report == RepairReport(messages_moved=2) and report.changed and not report.broken
+    assert view_problems(view) != [] and view_problems(out) == []
+
+
+def test_a_held_message_follows_the_synthetic_results_of_a_group_cut_short() -> None:
+    view = [user(), asst("a", "b"), HOOK, res("a"), asst("c"), res("c")]
+    out, report = repaired(view)
+    assert out == [user(), asst("a", "b"), res("a"), synth("b"), HOOK, asst("c"), res("c")]
+    assert report.synthetic_results == 1 and report.broken
+
+
+def test_only_a_group_still_waiting_holds_messages_back() -> None:
+    # Every call answered: the next message closes the group, and a late result is an orphan.
+    view = [asst("a"), res("a"), HOOK, res("a", "late"), user()]
+    out, report = repaired(view)
+    assert out == [asst("a"), res("a"), HOOK, user()] and report == RepairReport(orphans_dropped=1)
+    # An assistant message always closes the group: results after it answer nothing.
+    view = [asst("a"), {"role": "assistant", "content": "thinking"}, res("a")]
+    out, report = repaired(view)
+    assert out == [asst("a"), synth("a"), view[1]] and report.orphans_dropped == 1
 
 
 def test_synthetic_results_are_minimal_fresh_and_stable() -> None:
@@ -278,3 +310,6 @@ def test_any_history_repairs_to_a_valid_view(view: list[dict[str, Any]]) -> None
     assert [m for m in out if m["role"] != "tool"] == kept  # non-tool messages: all kept, in order
     assert all(any(m is v for v in view) for m in out if m.get("content") != SYNTHETIC_RESULT_TEXT)
     assert len(out) == len(view) + report.synthetic_results - report.orphans_dropped - report.duplicates_dropped
+    # The manager repairs only what follows the clean prefix: same view, same report.
+    resume = scan_clean(view)[1]
+    assert repair_view(view, resume) == (out, report)

@@ -1,6 +1,6 @@
 """Last-user replay (replay_last_user_on_compaction): once per boundary, never a synthetic envelope.
 
-Every row of the README's "deliberately does nothing" table has a test here, and replays of real
+Every row of docs/reference.md's "deliberately does nothing" table has a test here, and replays of real
 transcripts check that the feature only ever adds one ephemeral message before the notice.
 """
 

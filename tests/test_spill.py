@@ -89,7 +89,7 @@ async def test_spill_writes_the_full_original_and_points_at_it(tmp_path):
         path = spill / f"tool-result-{seq:06d}-{sha16(original['content'])}.txt"
         assert path.read_text(encoding="utf-8") == original["content"]
     assert all(NAME_RE.match(name) for name in files(spill))  # no temporary files left behind
-    assert "spill_write_failures" not in cm.fault_stats
+    assert cm.fault_stats["spill_write_failures"] == 0
 
 
 @pytest.mark.asyncio
@@ -275,7 +275,7 @@ async def test_a_symlinked_parent_directory_is_allowed(tmp_path):
     (tmp_path / "parent-link").symlink_to(real_parent, target_is_directory=True)
     cm = await manager(tmp_path / "parent-link" / "spill")
     truncated(await view(cm))
-    assert files(real_parent / "spill") and "spill_write_failures" not in cm.fault_stats
+    assert files(real_parent / "spill") and cm.fault_stats["spill_write_failures"] == 0
 
 
 @pytest.mark.asyncio
@@ -372,7 +372,7 @@ async def test_spill_on_a_real_replay_keeps_every_invariant_and_the_same_bytes_w
     }
     assert len(pointers) >= 5
     assert all(Path(p).parent == spill and Path(p).is_file() for p in pointers)
-    assert "spill_write_failures" not in ok.fault_stats
+    assert ok.fault_stats["spill_write_failures"] == 0
     # The same replay with every write failing: same views, byte for byte.
     blocked = tmp_path / "blocked"
     blocked.write_text("a file")
@@ -383,3 +383,34 @@ async def test_spill_on_a_real_replay_keeps_every_invariant_and_the_same_bytes_w
     assert [r.view for r in failed_requests] == [r.view for r in requests]
     assert failing.fault_stats["spill_write_failures"] >= len(pointers)
     assert blocked.read_text() == "a file"
+
+
+# ----- the directory as configured (issue 12 item 11) --------------------------------------------
+
+
+def spill_result(cm: SimpleContextManager, seq: int = 7) -> str:
+    """The pointer text of one truncated result (written to disk as a side effect)."""
+    message = {"role": "tool", "tool_call_id": "c1", "content": output(seq), "metadata": {"_seq": seq}}
+    return cm._truncate_tool_result(message)["content"]
+
+
+def test_a_bytes_spill_dir_is_decoded_not_written_as_its_repr(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    target = tmp_path / "spill"
+    cm = SimpleContextManager(tool_result_spill_dir=os.fsencode(str(target)))
+    assert cm.tool_result_spill_dir == str(target)
+    pointer = spill_result(cm)
+    assert f"read {target}{os.sep}tool-result-000007-" in pointer
+    assert len(os.listdir(target)) == 1 and not [p for p in os.listdir(tmp_path) if p.startswith("b'")]
+
+
+def test_a_relative_spill_dir_is_resolved_once_at_construction(tmp_path, monkeypatch):
+    (tmp_path / "first").mkdir()
+    (tmp_path / "later").mkdir()
+    monkeypatch.chdir(tmp_path / "first")
+    cm = SimpleContextManager(tool_result_spill_dir="spill")
+    monkeypatch.chdir(tmp_path / "later")  # the host changes directory mid-session
+    pointer = spill_result(cm)
+    assert cm.tool_result_spill_dir == str(tmp_path / "first" / "spill")
+    assert f"read {tmp_path / 'first' / 'spill'}{os.sep}" in pointer  # the model gets an absolute path
+    assert len(os.listdir(tmp_path / "first" / "spill")) == 1 and os.listdir(tmp_path / "later") == []

@@ -22,7 +22,10 @@ from amplifier_core.testing import MockCoordinator
 from amplifier_module_context_simple import STATE_CAPABILITY, STATE_VERSION, SimpleContextManager, mount
 from amplifier_module_context_simple import summary as summary_module
 from amplifier_module_context_simple.config import DEFAULTS
+from amplifier_module_context_simple.repair import view_problems
+from amplifier_module_context_simple.replay import is_real_user_message
 from amplifier_module_context_simple.state import FIELDS, NOT_SAVED, history_digest
+from amplifier_module_context_simple.tool_pairs import tool_groups
 from tests.conftest import WORKLOADS_DIR, Request, estimated_size, load_transcript, replay
 
 RESUME_EVERY = 10
@@ -51,6 +54,8 @@ CASES = [(name, "default") for name in WORKLOADS] + [
     (WORKLOADS[3], "content+actual"),
     (WORKLOADS[2], "summary"),
     (WORKLOADS[3], "summary"),
+    # A summary refused by its shrink guard must not burn a _seq (issue 12 item 2): refused on resume before.
+    (WORKLOADS[0], "summary"),
 ]
 FIXED_NOW = datetime(2025, 1, 1, tzinfo=UTC)
 
@@ -373,6 +378,58 @@ async def test_malformed_or_unknown_version_is_refused_and_changes_nothing(path:
     assert fingerprint(ctx) == before
 
 
+def positions(ctx: SimpleContextManager, state: dict[str, Any]) -> dict[str, int]:
+    """Positions of interest in the snapshot's history: first/last real user, a live group, a user turn."""
+    history = ctx.messages[: state["message_count"]]
+    users = [i for i, m in enumerate(history) if is_real_user_message(m)]
+    gone = set(state["sticky"]["removed_seqs"])
+    groups = tool_groups(history)
+    live = next(i for i, m in enumerate(history) if m.get("tool_calls") and not set(groups[i]) & gone)
+    return {"first": users[0], "last": users[-1], "middle": users[len(users) // 2], "group": live}
+
+
+HOSTILE = [
+    ("compaction.last_stats", lambda p: {"x": 1}, "must hold the compaction stats"),
+    ("compaction.last_stats", "level", r"strategy_level'\] must be an int from 0 to 8"),
+    ("sticky.removed_seqs", lambda p: [p["last"]], "the first or last real user message"),
+    ("summary.pending", lambda p: {"seqs": [p["first"]], "text": "s"}, "the first or last real user message"),
+    ("sticky.truncated_seqs", lambda p: [p["middle"]], "only tool results are truncated"),
+    ("sticky.stubbed_seqs", lambda p: [p["group"]], "only those are stubbed"),
+    ("summary.pending", lambda p: {"seqs": [p["last"]], "text": "s"}, "the first or last real user message"),
+]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(("path", "make", "match"), HOSTILE, ids=[m for _, _, m in HOSTILE])
+async def test_hostile_decisions_are_refused_and_change_nothing(path: str, make: Any, match: str) -> None:
+    ctx, state = await compacted_manager()
+    where = positions(ctx, state)
+    if make == "level":
+        value = {**state["compaction"]["last_stats"], "strategy_level": "3"}
+    else:
+        value = make(where)
+    before = fingerprint(ctx)
+    with pytest.raises(ValueError, match=match):
+        ctx.restore_state(broken(state, path, value))
+    assert fingerprint(ctx) == before
+
+
+@pytest.mark.asyncio
+async def test_removing_part_of_a_tool_group_removes_the_whole_group() -> None:
+    ctx, state = await compacted_manager()
+    group = tool_groups(ctx.messages)[positions(ctx, state)["group"]]
+    for part in ([group[0]], list(group[1:])):  # only the calls, or only the results
+        fresh = SimpleContextManager(token_meter="hybrid")
+        await fresh.set_messages(roundtrip(await ctx.get_messages()))
+        fresh.restore_state(
+            broken(state, "sticky.removed_seqs", sorted(set(state["sticky"]["removed_seqs"]) | set(part)))
+        )
+        assert set(group) <= fresh._removed_seqs
+        view = await fresh.get_messages_for_request(token_budget=state["compaction"]["last_stats"]["budget"] + 800)
+        assert view_problems(view) == []
+        assert fresh.fault_stats.get("repair_orphans_dropped", 0) == 0
+
+
 @pytest.mark.asyncio
 async def test_overlapping_decisions_and_non_dicts_are_refused() -> None:
     ctx, state = await compacted_manager()
@@ -447,4 +504,5 @@ async def test_mount_works_without_or_with_a_failing_capability_registry() -> No
     assert isinstance(bare.mounted["context"], SimpleContextManager)
     refusing = RefusingCoordinator()
     await mount(refusing, {})
-    assert refusing.mounted["context"].fault_stats == {"capability_register_failures": 1}
+    faults = refusing.mounted["context"].fault_stats
+    assert {k: v for k, v in faults.items() if v} == {"capability_register_failures": 1}

@@ -292,6 +292,18 @@ async def test_a_summary_is_appended_with_a_fresh_seq_and_replayed_by_every_late
 
 
 @pytest.mark.asyncio
+async def test_the_swap_is_a_coroutine_as_in_the_original() -> None:
+    # Callers and tests of the original ``await ctx._swap_in_pending_summary(non_system)``.
+    ctx = SimpleContextManager(compaction_strategy="summary", max_tokens=2400, protected_recent=0.0)
+    await small_history(ctx)
+    ctx._pending_summary = {"seqs": frozenset({1, 2, 3}), "text": "short summary"}
+    non_system = [m for m in ctx.messages if m["role"] != "system"]
+    swapped, done = await ctx._swap_in_pending_summary(non_system)
+    assert done and swapped[:-1] == non_system and swapped[-1] is ctx.messages[-1]
+    assert {1, 2, 3} <= ctx._removed_seqs and ctx._pending_summary is None
+
+
+@pytest.mark.asyncio
 async def test_the_shrink_guard_refuses_a_summary_not_smaller_than_its_span(caplog: Any) -> None:
     ctx = SimpleContextManager(compaction_strategy="summary", max_tokens=2400, protected_recent=0.0)
     await small_history(ctx)
@@ -381,7 +393,7 @@ def test_the_default_prompt_has_the_five_sections_and_a_file_overrides_it(tmp_pa
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         missing = SimpleContextManager(summarization_prompt_path=str(tmp_path / "nope.md"))
         assert missing._get_summarization_prompt() == DEFAULT_SUMMARIZATION_PROMPT
-    assert "unreadable" in caplog.text
+    assert "not a readable file" in caplog.text  # said once, at construction (tests/test_config.py)
 
 
 def test_formatting_labels_roles_tool_calls_and_results() -> None:

@@ -477,6 +477,42 @@ async def test_set_messages_invalidates_the_hybrid_anchor():
 
 
 @pytest.mark.asyncio
+async def test_set_messages_invalidates_the_actual_reading_too():
+    # Issue 12 item 10: the old history's 9,900 tokens compacted a new, much smaller history.
+    s = await mounted("actual")
+    await s.add(user("hello"), asst("hi"))
+    await s.request()
+    await s.respond_tokens(int(0.99 * EFFECTIVE))
+    await s.request()
+    assert s.stats["source"] == "measured" and s.compactions() == 1
+    await s.ctx.set_messages([stamped(m) for m in [user("resumed"), asst("short")]])
+    view = await s.request()
+    assert s.stats["source"] == "estimate" and s.stats["kind"] == "estimated"
+    assert s.stats["measured_tokens"] == int(0.99 * EFFECTIVE)  # still reported, as upstream; drives nothing
+    assert s.compactions() == 1 and [m["content"] for m in view] == ["resumed", "short"]
+    await s.respond_tokens(int(0.99 * EFFECTIVE))  # a reading of this history counts again
+    await s.request()
+    assert s.stats["source"] == "measured" and s.compactions() == 2
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_larger_budget_keeps_the_compacted_view_in_every_mode(mode):
+    # Issue 12 item 9: in estimate mode a budget change sent the full history again (a non-append
+    # change with no context:compaction event) and later brought the recorded decisions back silently.
+    s = await mounted(mode)
+    await grow_to(s, 1.05)
+    first = await s.request()
+    assert s.compactions() == 1
+    for budget in (LARGE, BUDGET, LARGE):
+        await s.add(user("next"), asst("ok"))
+        view = await s.request(budget)
+        assert_extends(non_ephemeral(first), view)  # no un-compaction without a boundary
+        first = view
+    assert s.compactions() == 1
+
+
+@pytest.mark.asyncio
 @pytest.mark.parametrize("mode", MODES)
 async def test_clear_forgets_the_measurement(mode):
     s = await mounted(mode)
@@ -597,3 +633,21 @@ def test_hybrid_compacts_only_on_provider_anchored_counts(stem):
     over = {mode: sum(step.over_window for step in steps) for mode, steps in runs.items()}
     boundaries = {mode: sum(step.boundary for step in steps) for mode, steps in runs.items()}
     print(f"\n{stem}: window {window}; requests over it {over}; compaction boundaries {boundaries}")
+
+
+@pytest.mark.asyncio
+async def test_hybrid_tail_counts_the_synthetic_results_repair_inserts():
+    """A crash-broken history: 40 unanswered calls after the billed request. Their stand-in results
+    are sent, so the hybrid count must carry them (they have no _seq)."""
+    ctx = SimpleContextManager(token_meter="hybrid")
+    await ctx.add_message(user("start"))
+    await ctx.get_messages_for_request(token_budget=100_000)
+    await ctx._on_llm_response("llm:response", {"usage": {"input_tokens": 1_000}})
+    await ctx.add_message(asst_calls(*[f"c{i}" for i in range(40)]))
+    await ctx.add_message(user("are you there?"))
+    view = await ctx.get_messages_for_request(token_budget=100_000)
+    stats = ctx._last_token_meter_stats
+    assert sum(m["role"] == "tool" for m in view) == 40
+    assert stats["tail_messages"] == len(view) - 1 == 42
+    assert stats["tail_estimated_tokens"] == estimate_tokens(view[1:])
+    assert stats["hybrid_tokens"] == 1_000 + estimate_tokens(view[1:]) and stats["hybrid_kind"] == "usage"

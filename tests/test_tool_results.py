@@ -118,6 +118,40 @@ def test_results_within_budget_and_non_string_content_stay_the_same_object():
     assert cm._truncate_tool_result(blocks) is blocks
 
 
+@pytest.mark.parametrize(
+    ("config", "size"),
+    [({}, 260), ({}, 300), ({"tool_result_budget_tokens": 30, "tool_result_shape": "head_tail"}, 130)],
+)
+def test_a_result_just_over_its_budget_stays_whole_rather_than_growing(config, size):
+    # Issue 12 item 13: 260 characters became 93 -> 115 tokens with head, 130 -> 159 with head_tail.
+    cm = SimpleContextManager(**config)
+    near = result("c1", "w" * size)
+    assert cm._truncate_tool_result(near) is near
+
+
+@pytest.mark.parametrize("shape", ["head", "head_tail"])
+def test_truncation_always_saves_tokens(shape):
+    cm = SimpleContextManager(tool_result_budget_tokens=40, tool_result_shape=shape, truncate_chars=100)
+    for size in range(100, 1200, 7):
+        message = result("c1", "v" * size)
+        out = cm._truncate_tool_result(message)
+        assert out is message or len(str(out)) // 4 < len(str(message)) // 4, size
+        assert out is not message or size < 400, size  # and far over the budget it does truncate
+
+
+@pytest.mark.asyncio
+async def test_no_truncation_is_recorded_when_it_would_not_save():
+    cm = SimpleContextManager(protected_tool_results=0)
+    history = [{"role": "user", "content": "task"}]
+    for index, size in enumerate([260, 40_000, 10, 10, 10, 10, 10, 10]):  # level 1 reaches the first two
+        history += [call(f"c{index}", "read"), result(f"c{index}", "n" * size)]
+    for message in [*history, {"role": "user", "content": "next"}]:
+        await cm.add_message(message)
+    view = await cm.get_messages_for_request(token_budget=9_000)
+    assert cm._sticky_level == 1 and cm._truncated_seqs == {4}
+    assert [m["content"] for m in view if m.get("tool_call_id") == "c0"] == ["n" * 260]
+
+
 # ----- head_tail -------------------------------------------------------------------------------------
 
 
@@ -277,6 +311,45 @@ async def test_tool_names_are_rebuilt_by_set_messages():
     assert cm._tool_name_by_call_id == {"c1": "grep", "c2": "bash"}
     heads = [cm._truncate_tool_result(m)["content"].split("] ", 1)[1] for m in cm.messages if m["role"] == "tool"]
     assert heads == [DIGITS[:20] + "...", DIGITS[:28] + "..."]
+
+
+def reused_ids_history() -> list[dict[str, Any]]:
+    """Two turns of a provider that numbers calls per turn: ``call_0`` is first bash, then read_file."""
+    return [
+        {"role": "user", "content": "go"},
+        call("call_0", "bash"),
+        result("call_0", DIGITS),
+        {"role": "user", "content": "again"},
+        call("call_0", "read_file"),
+        result("call_0", DIGITS),
+    ]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("resumed", [False, True], ids=["live", "after set_messages"])
+async def test_a_reused_call_id_keeps_each_result_under_its_own_tool(resumed: bool):
+    cm = SimpleContextManager(tool_result_exempt_tools=["bash"], tool_result_budget_by_tool={"read_file": 3})
+    if resumed:
+        await cm.set_messages(reused_ids_history())
+    else:
+        for message in reused_ids_history():
+            await cm.add_message(message)
+    bash_result, read_result = cm.messages[2], cm.messages[5]
+    assert cm._truncate_tool_result(bash_result) is bash_result  # exempt: its own call was bash
+    assert cm._truncate_tool_result(read_result)["content"].endswith("] " + DIGITS[:12] + "...")
+
+
+@pytest.mark.asyncio
+async def test_the_default_configuration_harvests_no_tool_names():
+    cm = SimpleContextManager()
+    for message in reused_ids_history():
+        await cm.add_message(message)
+    await cm.set_messages(reused_ids_history())
+    await cm.get_messages_for_request(token_budget=10)  # truncates every result
+    assert cm._tool_name_by_call_id == {} and cm._tool_name_by_seq == {}
+    cm.tool_result_exempt_tools = ["bash"]  # a live knob: names are read when first needed
+    assert cm._truncate_tool_result(cm.messages[2]) is cm.messages[2]
+    assert cm._tool_name_by_call_id == {"call_0": "read_file"}
 
 
 # ----- the seed's mechanism demonstration: the answer is in the last line --------------------------------

@@ -134,6 +134,7 @@ TRANSCRIPT_CONFIGS = {
         "compact_clear_at_least": 0.1,
         "compaction_notice_verbosity": "minimal",
     },
+    "evidence preset": {"preset": "evidence"},
 }
 
 

@@ -1,0 +1,97 @@
+"""Evidence-preserving compaction: the ladder, then a ledger of what it removed (opt-in).
+
+With ``evidence_ledger_share`` > 0, a compaction boundary runs the ordinary ladder against the target
+minus the ledger's share, then fills the room left (at least that share, never past 80% of the trigger)
+with the key lines of every message removed or stubbed so far (``ledger.py``). The ledger is recorded
+as ``(anchor seq, text, removals covered)`` and re-inserted with the same bytes, at the same place, on
+every request until the next boundary; ``snapshot_state`` carries it. With the share at 0 (the default)
+this module calls the ladder exactly as before and changes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import evidence_text as et
+from . import ledger
+from .estimate import seq_of
+from .ladder import LadderPlan, plan_compaction
+
+Message = dict[str, Any]
+LEDGER_CEILING = 0.8  # a ledger never takes the view past this share of the trigger
+
+
+class EvidenceMixin:
+    """The ledger's state on SimpleContextManager: ``_ledger`` = (anchor seq, text, removals covered)."""
+
+    def _plan_compaction(self, working: list[Message], system_tokens: int, target: int) -> LadderPlan:
+        """The ladder; in evidence mode it leaves the ledger's share free, and the ledger fills it."""
+        share = self.evidence_ledger_share
+        ladder_args = (self.protected_recent, self.protected_tool_results, self._ladder_ops())
+        if share <= 0:
+            return plan_compaction(working, system_tokens, target, *ladder_args)
+        working = [m for m in working if not ledger.is_ledger(m)]  # re-decided below
+        plan = plan_compaction(working, system_tokens, target - int(target * share), *ladder_args)
+        self._add_ledger(plan, target)
+        return plan
+
+    def _add_ledger(self, plan: LadderPlan, target: int) -> None:
+        """Decide the ledger of every removed (or stubbed) message so far and put it in the plan's view."""
+        removed = self._removed_seqs | plan.removed
+        self._ledger = None
+        if not removed:
+            return
+        known: set[str] = set()
+        for message in plan.messages:
+            known |= self._evidence_tokens(message)
+        # Stubbed user turns lost their words too: their full text is a source like a removed message's.
+        gone = removed | self._stubbed_seqs | plan.stubbed
+        sources = [self._ledger_lines(m) for m in self.messages if seq_of(m) in gone and m.get("role") != "system"]
+        empty = ledger.ledger_message(ledger.ledger_text([], len(removed)))
+        # The ledger's share is its own even when the protected floor already fills the rest, as long
+        # as the view stays well under the trigger (else every request would compact again).
+        reserve = int(target * self.evidence_ledger_share)
+        ceiling = int(target / self.target_usage * self.compact_threshold * LEDGER_CEILING) - plan.total
+        room = min(max(target - plan.total, reserve), ceiling) - self._counts().count(empty)
+        lines = ledger.select(sources, known, room) if room > 0 else []
+        if not lines:
+            return
+        self._ledger = (min(removed), ledger.ledger_text(lines, len(removed)), len(removed))
+        message = self._ledger_message()
+        plan.messages = ledger.insert(plan.messages, min(removed), message)
+        plan.total += self._counts().count(message)
+
+    def _ledger_message(self) -> Message:
+        """The recorded ledger as a message (the same object while the ledger holds, so counts are cached)."""
+        cached = getattr(self, "_ledger_cache", None)
+        if cached is not None and cached[0] == self._ledger:
+            return cached[1]
+        message = ledger.ledger_message(self._ledger[1])  # type: ignore[index]
+        self._ledger_cache = (self._ledger, message)
+        return message
+
+    def _with_ledger(self, working: list[Message]) -> list[Message]:
+        """Re-apply the recorded ledger (the same bytes, the same place) between boundaries."""
+        if self._ledger is None or self._ledger[2] != len(self._removed_seqs):
+            return working  # none, or a clear-at-least refusal rolled its removals back
+        return ledger.insert(working, self._ledger[0], self._ledger_message())
+
+    def _ledger_lines(self, message: Message) -> tuple[ledger.Line, ...]:
+        """A stored message's evidence lines, analysed once per ``_seq``."""
+        return self._derive(message, "ledger-lines", None, lambda: ledger.analyse(message))
+
+    def _evidence_tokens(self, message: Message) -> frozenset[str]:
+        """Distinctive tokens of a message's text, memoized per ``_seq`` (and per rewrite)."""
+        kind = "tokens-rewritten" if message.get("_truncated") or message.get("_stubbed") else "tokens"
+        return self._derive(message, kind, None, lambda: frozenset(et.distinctive_tokens(et.message_text(message))))
+
+    def _evidence_stats(self, working: list[Message]) -> dict[str, int]:
+        """Stats keys of the evidence mode (none when it is off, so default stats stay as they were)."""
+        if self.evidence_ledger_share <= 0:
+            return {}
+        in_view = [m for m in working if ledger.is_ledger(m)]
+        return {
+            "ledger_lines": ledger.line_count(in_view[0]["content"]) if in_view else 0,
+            "ledger_tokens": sum(self._counts().count(m) for m in in_view),
+            "ledger_sources": self._ledger[2] if self._ledger else 0,
+        }

@@ -1,0 +1,59 @@
+"""Named configurations a bundle asks for in one line: ``preset: NAME``; explicit keys override it.
+
+No preset means today's defaults, exactly. Each preset's measured effect and when to use it are in
+docs/evidence-compaction.md.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Any
+
+PRESETS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
+    {
+        # Forget much less for about the default's cost: the ledger keeps removed messages' key lines.
+        "evidence": MappingProxyType(
+            {
+                "evidence_ledger_share": 0.7,
+                "target_usage": 0.30,
+                "compaction_notice_verbosity": "minimal",
+            }
+        ),
+        # Pay less, and still forget less than the default.
+        "evidence_lean": MappingProxyType(
+            {
+                "evidence_ledger_share": 0.7,
+                "target_usage": 0.15,
+                "compaction_notice_verbosity": "minimal",
+            }
+        ),
+    }
+)
+
+
+def preset_settings(name: Any) -> Mapping[str, Any]:
+    """The settings of a preset (empty for None); ValueError naming the known presets otherwise."""
+    if name is None:
+        return {}
+    if not isinstance(name, str) or name not in PRESETS:
+        known = ", ".join(sorted(PRESETS))
+        raise ValueError(f"context-simple: invalid preset={name!r}; allowed: null or one of {known}")
+    return PRESETS[name]
+
+
+def apply_preset(init: Callable[..., None]) -> Callable[..., None]:
+    """Wrap a constructor so ``preset=NAME`` fills every keyword the caller did not pass explicitly."""
+    signature = inspect.signature(init)
+
+    @functools.wraps(init)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> None:
+        given = signature.bind_partial(self, *args, **kwargs).arguments
+        for key, value in preset_settings(given.get("preset")).items():
+            if key not in given:
+                kwargs[key] = value
+        init(self, *args, **kwargs)
+
+    return wrapper

@@ -1,0 +1,26 @@
+"""SimpleContextManager without a session: `uv run python examples/direct_use.py` (tests/test_examples.py runs it)."""
+
+import asyncio
+
+from amplifier_module_context_simple import SimpleContextManager
+
+
+async def main() -> list[dict]:
+    context = SimpleContextManager(max_tokens=4_000, tool_result_shape="head_tail")
+    await context.add_message({"role": "system", "content": "You are a helpful coding agent."})
+    await context.add_message({"role": "user", "content": "Find the bug in app.py."})
+    for i in range(6):  # tool calls whose results fill the window
+        call = {"id": f"c{i}", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}
+        await context.add_message({"role": "assistant", "content": "", "tool_calls": [call]})
+        await context.add_message({"role": "tool", "tool_call_id": f"c{i}", "content": f"line {i}\n" * 300})
+
+    view = await context.get_messages_for_request()  # what you send to the provider
+    history = await context.get_messages()  # what you store: never changed by compaction
+    print(f"{len(history)} messages stored, {len(view)} sent")
+    stats = context._last_compaction_stats  # also the payload of the context:compaction event
+    print(f"compacted {stats['before_tokens']} -> {stats['after_tokens']} tokens (level {stats['strategy_level']})")
+    return view
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

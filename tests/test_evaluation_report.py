@@ -1,0 +1,170 @@
+"""The report as a reader meets it: the terminal table, report.md's verdict and sections, and the plots."""
+
+import copy
+import json
+
+import pytest
+
+from evaluation import plots
+from evaluation.__main__ import main
+from evaluation.report import fmt, frontier, over_window_floor, print_table, valid
+from evaluation.report_text import markdown, verdict
+from evaluation.workloads import SHIPPED_DIR
+
+SMALL = SHIPPED_DIR / "taubench__airline__task002__trial1.jsonl"
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    out = tmp_path_factory.mktemp("report")
+    argv = [
+        "--workload",
+        str(SMALL),
+        "--arms",
+        "none,progressive,target_0.3",
+        "--jobs",
+        "1",
+        "--no-plots",
+        "--no-scenario",
+    ]
+    assert main([*argv, "--out", str(out)]) == 0
+    return json.loads((out / "report.json").read_text())
+
+
+def test_signed_percentages_never_print_minus_zero():
+    assert fmt("vs_none", -0.001) == "0%"
+    assert fmt("vs_none", 0.0) == "0%"
+    assert fmt("vs_none", -0.26) == "-26%"
+    assert fmt("evidence_line_miss", 0.1234) == "12.3%"
+    assert fmt("facts_final", None) == "n/a"
+
+
+def total(cost, miss, over=0, invalid=0, available=True):
+    return {"cost": cost, "evidence_line_miss": miss, "over_window": over, "invalid_views": invalid,
+            "available": available}  # fmt: skip
+
+
+def test_frontier_keeps_valid_arms_that_nothing_beats_on_both_axes():
+    totals = {
+        "none": total(100, 0.0, over=5),  # cheapest to forget nothing, but not valid
+        "a": total(60, 0.30),
+        "b": total(70, 0.20),
+        "c": total(75, 0.25),  # beaten by b
+        "d": total(50, 0.10, invalid=1),  # broken views
+        "e": total(70, 0.20),  # ties b: neither beats the other
+        "f": total(1, 0.0, available=False),
+    }
+    assert frontier(totals) == ["a", "b", "e"]
+
+
+def test_report_opens_with_a_verdict_drawn_from_the_numbers(data, tmp_path):
+    md = tmp_path / "r.md"
+    md.write_text(markdown(data, []))
+    text = md.read_text()
+    assert text.index("## How to read this, and what to pick") < text.index("## Key numbers")
+    lines = verdict(data)
+    d = data["totals"]["progressive"]
+    assert any(fmt("vs_none", d["vs_none"]) in line and "`progressive`" in line for line in lines)
+    assert any("`none` is not valid" in line for line in lines)
+    assert any(line.startswith("- What to pick") for line in lines)
+
+
+def test_report_has_no_dash_row_note_no_internal_names_and_no_empty_plots_heading(data):
+    text = markdown(data, [])
+    assert "row of '-'" not in text and "Arms that did not run" not in text
+    assert "_last_sent_estimate" not in text and "-0%" not in text
+    assert "## Plots" not in text
+    assert "## Plots" in markdown(data, ["frontier.png"])
+
+
+def test_an_arm_that_did_not_run_is_named_with_its_reason(data):
+    broken = copy.deepcopy(data)
+    broken["totals"]["target_0.3"].update(available=False, reason="rejected at mount: bad key")
+    for row in broken["rows"]:
+        row["available"] = row["available"] and row["arm"] != "target_0.3"
+    text = markdown(broken, [])
+    assert "## Arms that did not run" in text and "rejected at mount: bad key" in text
+    assert "| target_0.3 |" not in text
+
+
+def test_warning_messages_are_shown_not_only_counted(data):
+    noisy = copy.deepcopy(data)
+    samples = [{"message": "over budget by 12", "workloads": ["w"]}]
+    noisy["totals"]["progressive"].update(warnings=2, warning_samples=samples)
+    noisy["totals"]["target_0.3"].update(errors=1, error_samples=[{"message": "RuntimeError: cap", "workloads": ["v"]}])
+    text = markdown(noisy, [])
+    assert "## Errors and warnings" in text and '- warning: "over budget by 12"' in text
+    assert '- error: "RuntimeError: cap"' in text and "arms: `target_0.3`; workloads: v" in text
+    assert "`target_0.3` 1/0" in text
+
+
+def test_facts_by_place_table(data):
+    text = markdown(data, [])
+    assert "## Planted facts kept at the last request, by place" not in text  # no scenario in this run
+    with_facts = copy.deepcopy(data)
+    with_facts["totals"]["progressive"]["facts_by_place"] = {"user": {"kept": 1, "total": 2, "share": 0.5}}
+    text = markdown(with_facts, [])
+    assert "| progressive | 1/2 (50%) |" in text and "| none | n/a |" in text
+
+
+def test_terminal_table_fits_80_columns_with_every_key_value(data, monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", "80")
+    print_table(data)
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    row = next(line for line in out.splitlines() if line.strip().startswith("progressive"))
+    d = data["totals"]["progressive"]
+    assert row.split()[1:] == [
+        fmt("vs_none", d["vs_none"]),
+        fmt("evidence_line_miss", d["evidence_line_miss"]),
+        fmt("evidence_token_miss", d["evidence_token_miss"]),
+        str(d["boundaries"]),
+        str(d["over_window"]),
+        fmt("facts_final", d["facts_final"]),
+        str(d["invalid_views"]),
+    ]
+
+
+def test_no_plots_removes_stale_pictures(tmp_path):
+    for name in ("cost.png", "tokens.png", "frontier.png"):
+        (tmp_path / name).write_bytes(b"old")
+    argv = ["--workload", str(SMALL), "--arms", "none", "--jobs", "1", "--no-plots", "--no-scenario"]
+    assert main([*argv, "--out", str(tmp_path)]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json", "report.md"]
+
+
+def test_plots_draw_each_arm_in_its_own_style_and_na_places(data, tmp_path):
+    styles = [tuple(plots.arm_style(i).values()) for i in range(14)]
+    assert len(set(styles)) == 14
+    sparse = copy.deepcopy(data)
+    sparse["totals"]["progressive"]["facts_by_place"] = {"user": {"kept": 1, "total": 2, "share": 0.5}}
+    assert plots.write_all(data, tmp_path) == ["frontier.png", "tokens.png"]  # no scenario, no retention plot
+    sparse["totals"]["progressive"]["facts_total"] = 2
+    names = plots.write_all(sparse, tmp_path)
+    assert names == ["frontier.png", "tokens.png", "retention.png"]
+    for name in names:
+        assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_requests_over_the_window_that_every_compacting_arm_sends_are_not_held_against_one():
+    totals = {"none": total(100, 0.0, over=50), "a": total(60, 0.3, over=3), "b": total(70, 0.2, over=4)}
+    rows = [
+        {"arm": "a", "workload": "big-system-prompt", "available": True, "over_window": 3},
+        {"arm": "b", "workload": "big-system-prompt", "available": True, "over_window": 3},
+        {"arm": "b", "workload": "other", "available": True, "over_window": 1},
+    ]
+    floor = over_window_floor(totals, rows)
+    assert floor == {"requests": 3, "workloads": ["big-system-prompt"]}
+    assert [valid(totals[n], floor["requests"]) for n in totals] == [False, True, False]
+
+
+def test_a_narrow_terminal_leaves_out_columns_instead_of_cutting_them(data, monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", "50")
+    print_table(data)
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 50
+    assert [line for line in out.splitlines() if "…" in line] == []
+    assert "column(s) left out" in out
+    row = next(line for line in out.splitlines() if line.strip().startswith("progressive"))
+    d = data["totals"]["progressive"]
+    assert row.split()[1:3] == [fmt("vs_none", d["vs_none"]), fmt("evidence_line_miss", d["evidence_line_miss"])]
