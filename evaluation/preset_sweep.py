@@ -95,8 +95,8 @@ def line(name: str, t: dict[str, Any], base: dict[str, Any], parts: tuple[float,
     facts = "n/a" if t["facts_final"] is None else f"{t['facts_final']:.0%}"
     return (
         f"| {name} | {cost:.3f} | {miss:.3f} | {t['evidence_token_miss']:.3f} | {facts} | "
-        f"{t['over_window']} | {t['invalid_views']} | {t['boundaries']} | {t['ms_p50']:.3f} | {'yes' if hit else 'no'} |"
-        + "".join(f" {x / base['cost']:.3f} |" for x in parts)
+        f"{t['over_window']} | {t['invalid_views']} | {t['boundaries']} | {t['ms_p50']:.3f} | "
+        f"{'yes' if hit else 'no'} |" + "".join(f" {x / base['cost']:.3f} |" for x in parts)
     )
 
 
@@ -113,8 +113,10 @@ def run(args: argparse.Namespace) -> int:
     runs = run_all(arms, loads, settings, args.jobs or 2, not args.no_tiktoken)
     totals = report.build(arms, runs, settings, {})["totals"]
     base = totals["progressive"]
-    print("| configuration | cost vs default | line miss | token miss | facts kept | over window | invalid "
-          "| boundaries | ms p50 | target 1 | boundary writes | new writes | reads | plain |")
+    print(
+        "| configuration | cost vs default | line miss | token miss | facts kept | over window | invalid "
+        "| boundaries | ms p50 | target 1 | boundary writes | new writes | reads | plain |"
+    )
     print("|" + " --- |" * 14)
     for arm in arms:
         print(line(arm.name, totals[arm.name], base, breakdown(runs, arm.name)), flush=True)
@@ -123,7 +125,8 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; a bad option prints one line and exits 2."""
-    return cli.guard("python -m evaluation.preset_sweep", lambda: run(parse(list(sys.argv[1:] if argv is None else argv))))
+    argv = list(sys.argv[1:] if argv is None else argv)
+    return cli.guard("python -m evaluation.preset_sweep", lambda: run(parse(argv)))
 
 
 if __name__ == "__main__":

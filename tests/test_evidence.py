@@ -188,6 +188,18 @@ def test_preset_fills_only_what_the_caller_did_not_give() -> None:
         assert {k: parse_config({"preset": name})[k] for k in settings} == dict(settings)
 
 
+def test_evidence_balanced_resolves_to_its_settings_on_both_paths() -> None:
+    ctx = SimpleContextManager(preset="evidence_balanced")
+    assert (ctx.evidence_ledger_share, ctx.target_usage, ctx.compaction_notice_enabled) == (0.75, 0.2, False)
+    parsed = parse_config({"preset": "evidence_balanced"})
+    assert (parsed["evidence_ledger_share"], parsed["target_usage"], parsed["compaction_notice_enabled"]) == (
+        0.75,
+        0.2,
+        False,
+    )
+    assert parse_config({"preset": "evidence_balanced", "compaction_notice_enabled": True})["compaction_notice_enabled"]
+
+
 def test_unknown_preset_is_refused_naming_the_known_ones() -> None:
     with pytest.raises(ValueError, match="evidence"):
         parse_config({"preset": "nope"})
