@@ -89,6 +89,8 @@ def breakdown(runs: list[Any], arm: str) -> tuple[float, float, float, float]:
 
 def line(name: str, t: dict[str, Any], base: dict[str, Any], parts: tuple[float, ...] = ()) -> str:
     """One configuration's figures, with the target-1 verdict."""
+    if not t["available"] or t["evidence_line_miss"] is None:
+        return f"| {name} | not available: {t['reason'] or 'no evidence measured'} |"
     cost = t["cost"] / base["cost"]
     miss = t["evidence_line_miss"]
     hit = cost <= COST_TARGET and miss is not None and miss <= MISS_TARGET * base["evidence_line_miss"]
