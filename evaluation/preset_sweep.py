@@ -24,20 +24,31 @@ from .workloads import SHIPPED_DIR
 
 COST_TARGET = 0.70
 MISS_TARGET = 0.5
-_EV = {"evidence_ledger_share": 0.7, "compaction_notice_verbosity": "minimal"}
+_OFF = {"compaction_notice_enabled": False}
+_MIN = {"compaction_notice_verbosity": "minimal"}
+_BAL = {"evidence_ledger_share": 0.75, "target_usage": 0.2, **_OFF, "protected_tool_results": 1}
 _HT = {"tool_result_budget_tokens": 250, "tool_result_shape": "head_tail"}
 GRIDS: dict[str, dict[str, dict[str, Any]]] = {
-    # The shipped presets and the levers one at a time around `evidence_lean`.
-    "levers": {
+    # The shipped presets, then each lever moved alone around `evidence_balanced` (ledger room
+    # R = target_usage x evidence_ledger_share of the budget), then the cheapest points measured.
+    "frontier": {
         "evidence": {"preset": "evidence"},
+        "evidence_balanced": {"preset": "evidence_balanced"},
         "evidence_lean": {"preset": "evidence_lean"},
-        "lean_recent0.15": {**_EV, "target_usage": 0.15, "protected_recent": 0.15},
-        "lean_recent0.05": {**_EV, "target_usage": 0.15, "protected_recent": 0.05},
-        "lean_tools1": {**_EV, "target_usage": 0.15, "protected_tool_results": 1},
-        "lean_nonotice": {**_EV, "target_usage": 0.15, "compaction_notice_enabled": False},
-        "lean_headtail": {**_EV, "target_usage": 0.15, **_HT},
-        "lean_content": {**_EV, "target_usage": 0.15, "token_counter": "content"},
-        "lean_thr0.6": {**_EV, "target_usage": 0.15, "compact_threshold": 0.6},
+        "lean_no_notice": {"preset": "evidence_lean", **_OFF},
+        "bal_minimal_notice": {**_BAL, "compaction_notice_enabled": True, **_MIN},
+        "bal_R0.12": {**_BAL, "evidence_ledger_share": 0.6},
+        "bal_R0.18": {**_BAL, "evidence_ledger_share": 0.9},
+        "bal_threshold0.8": {**_BAL, "compact_threshold": 0.8},
+        "bal_threshold1.0": {**_BAL, "compact_threshold": 1.0},
+        "bal_recent0.1": {**_BAL, "protected_recent": 0.1},
+        "bal_tools5": {**_BAL, "protected_tool_results": 5},
+        "bal_tools0": {**_BAL, "protected_tool_results": 0},
+        "bal_head_tail250": {**_BAL, **_HT},
+        "bal_content": {**_BAL, "token_counter": "content"},
+        "content_R0.12": {**_BAL, "evidence_ledger_share": 0.6, "token_counter": "content"},
+        "cheap_R0.06": {**_BAL, "evidence_ledger_share": 0.6, "target_usage": 0.1, "compact_threshold": 0.85},
+        "no_ledger_0.6_0.15": {"compact_threshold": 0.6, "target_usage": 0.15, **_MIN},
     },
 }
 

@@ -189,14 +189,11 @@ def test_preset_fills_only_what_the_caller_did_not_give() -> None:
 
 
 def test_evidence_balanced_resolves_to_its_settings_on_both_paths() -> None:
+    keys = ("evidence_ledger_share", "target_usage", "compaction_notice_enabled", "protected_tool_results")
     ctx = SimpleContextManager(preset="evidence_balanced")
-    assert (ctx.evidence_ledger_share, ctx.target_usage, ctx.compaction_notice_enabled) == (0.75, 0.2, False)
+    assert tuple(getattr(ctx, k) for k in keys) == (0.75, 0.2, False, 1)
     parsed = parse_config({"preset": "evidence_balanced"})
-    assert (parsed["evidence_ledger_share"], parsed["target_usage"], parsed["compaction_notice_enabled"]) == (
-        0.75,
-        0.2,
-        False,
-    )
+    assert tuple(parsed[k] for k in keys) == (0.75, 0.2, False, 1)
     assert parse_config({"preset": "evidence_balanced", "compaction_notice_enabled": True})["compaction_notice_enabled"]
 
 
