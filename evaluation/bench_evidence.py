@@ -24,6 +24,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "default": {},
     "evidence": {"preset": "evidence"},
     "evidence_lean": {"preset": "evidence_lean"},
+    "evidence_balanced": {"preset": "evidence_balanced"},
 }
 KEPT_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
 
@@ -57,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, values in times.items():
         ordered = sorted(values)
         p50, p90 = statistics.median(values), ordered[int(len(ordered) * 0.9)]
-        print(f"{name:14} requests={len(values)} p50={p50:.3f} ms ({p50 / base:.2f}x default) p90={p90:.3f} ms")
+        print(f"{name:17} requests={len(values)} p50={p50:.3f} ms ({p50 / base:.2f}x default) p90={p90:.3f} ms")
     return 0
 
 
