@@ -22,6 +22,17 @@ PRESETS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
                 "compaction_notice_verbosity": "minimal",
             }
         ),
+        # The cheapest measured that still misses at most half the evidence the default misses
+        # (issue 13, target 1, on the shipped transcripts): a smaller ledger, no notice, and only the
+        # latest tool result protected from truncation (it stays whole; older ones may be cut).
+        "evidence_balanced": MappingProxyType(
+            {
+                "evidence_ledger_share": 0.75,
+                "target_usage": 0.20,
+                "compaction_notice_enabled": False,
+                "protected_tool_results": 1,
+            }
+        ),
         # Pay less, and still forget less than the default.
         "evidence_lean": MappingProxyType(
             {

@@ -63,6 +63,7 @@ ARMS: list[Arm] = [
     Arm("ev_ledger", {"evidence_ledger_share": 0.5}, "evidence: removed messages leave their key lines (ledger)"),
     Arm("preset_evidence", {"preset": "evidence"}, "the shipped `evidence` preset"),
     Arm("preset_evidence_lean", {"preset": "evidence_lean"}, "the shipped `evidence_lean` preset"),
+    Arm("preset_evidence_balanced", {"preset": "evidence_balanced"}, "the shipped `evidence_balanced` preset"),
 ]
 
 

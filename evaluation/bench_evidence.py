@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import statistics
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -19,11 +19,16 @@ from typing import Any
 from amplifier_module_context_simple import SimpleContextManager
 from amplifier_module_context_simple.estimate import estimate_tokens
 
+from . import cli
+
+PROG = "python -m evaluation.bench_evidence"
+
 TRANSCRIPTS = Path(__file__).resolve().parent.parent / "tests" / "data" / "workloads"
 CONFIGS: dict[str, dict[str, Any]] = {
     "default": {},
     "evidence": {"preset": "evidence"},
     "evidence_lean": {"preset": "evidence_lean"},
+    "evidence_balanced": {"preset": "evidence_balanced"},
 }
 KEPT_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
 
@@ -41,13 +46,17 @@ async def _replay(messages: list[dict], config: dict[str, Any], out: list[float]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m evaluation.bench_evidence", description=__doc__)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--window-fraction", type=float, default=0.3)
-    args = parser.parse_args(argv)
+    """Print p50/p90 ms per request of each preset against the default."""
+    p = cli.Parser(PROG, __doc__)
+    p.add_argument("--rounds", type=cli.positive_int, default=3, metavar="N", help="replays of every session")
+    cli.add_window_fraction(p, 0.3, "the budget as a share of each session's estimated size")
+    cli.add_workload(p, "tests/data/workloads")
+    return cli.guard(PROG, lambda: _run(p.parse_args(sys.argv[1:] if argv is None else argv)))
+
+
+def _run(args: argparse.Namespace) -> int:
+    sessions = list(cli.sessions(args.workload, TRANSCRIPTS).values())  # every file checked before the work
     logging.disable(logging.WARNING)  # over-budget warnings of tiny windows are not what is measured
-    files = sorted(TRANSCRIPTS.glob("*.jsonl"))
-    sessions = [[json.loads(line) for line in f.read_text().splitlines() if line.strip()] for f in files]
     times: dict[str, list[float]] = {name: [] for name in CONFIGS}
     for _ in range(args.rounds):
         for messages in sessions:
@@ -57,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, values in times.items():
         ordered = sorted(values)
         p50, p90 = statistics.median(values), ordered[int(len(ordered) * 0.9)]
-        print(f"{name:14} requests={len(values)} p50={p50:.3f} ms ({p50 / base:.2f}x default) p90={p90:.3f} ms")
+        print(f"{name:17} requests={len(values)} p50={p50:.3f} ms ({p50 / base:.2f}x default) p90={p90:.3f} ms")
     return 0
 
 

@@ -188,6 +188,15 @@ def test_preset_fills_only_what_the_caller_did_not_give() -> None:
         assert {k: parse_config({"preset": name})[k] for k in settings} == dict(settings)
 
 
+def test_evidence_balanced_resolves_to_its_settings_on_both_paths() -> None:
+    keys = ("evidence_ledger_share", "target_usage", "compaction_notice_enabled", "protected_tool_results")
+    ctx = SimpleContextManager(preset="evidence_balanced")
+    assert tuple(getattr(ctx, k) for k in keys) == (0.75, 0.2, False, 1)
+    parsed = parse_config({"preset": "evidence_balanced"})
+    assert tuple(parsed[k] for k in keys) == (0.75, 0.2, False, 1)
+    assert parse_config({"preset": "evidence_balanced", "compaction_notice_enabled": True})["compaction_notice_enabled"]
+
+
 def test_unknown_preset_is_refused_naming_the_known_ones() -> None:
     with pytest.raises(ValueError, match="evidence"):
         parse_config({"preset": "nope"})
