@@ -24,7 +24,7 @@ from .config import (
     check_token_budget,
     parse_clear_at_least,
 )
-from .estimate import CountCache, estimate_tokens, seq_of, wire_form
+from .estimate import CountCache, estimate_tokens, seq_of
 from .evidence import EvidenceMixin
 from .ladder import LadderOps
 from .notice import RECENT_RESULTS_REMOVED_KEY, notice_message, removed_recent_results
@@ -38,6 +38,7 @@ from .token_meter import TokenMeterMixin
 from .tool_pairs import in_flight_start
 from .tool_results import ToolResultMixin
 from .validation import validate_message
+from .view_cache import ViewCache
 
 logger = logging.getLogger("amplifier_module_context_simple")
 
@@ -115,6 +116,7 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResu
         self._counts_key: Any = None
         self._count_cache: CountCache | None = None
         self._derived: dict[tuple[int, str], tuple[Message, Any, Message]] = {}
+        self._view_cache = ViewCache()
         self._escalation_allowed = True
         self._last_measured_prompt_tokens: int | None = None
         self._last_token_meter_stats: dict[str, Any] | None = None
@@ -146,6 +148,7 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResu
         self._provenance_overrides = 0
         self._anchor_floor_fires = 0
         self._derived.clear()
+        self._view_cache.invalidate()
         self._clean_upto: tuple[int, Message] | None = None  # (length, last message) known clean
         if self._count_cache is not None:
             self._count_cache.clear()
@@ -240,6 +243,9 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResu
         # count is low: a measured count describes the last compacted view, and a budget that grew would
         # otherwise send the full history again (a non-append change) with no boundary and no event.
         keep_sticky = self._has_sticky_state() or self._last_compaction_stats is not None
+        extended = self._view_cache.extend(self, working, budget, fire or keep_sticky, fire)
+        if extended is not None:
+            return extended  # between boundaries: the last view plus what was appended (view_cache.py)
         if not (fire or keep_sticky):
             return self._finalize_view(working)
         self._escalation_allowed = fire
@@ -247,21 +253,17 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResu
             compacted = await self._compact_ephemeral(budget, working)
         finally:
             self._escalation_allowed = True
+        self._view_cache.note_base(working, compacted)
         return self._finalize_view(self._append_tail(compacted, budget))
 
     async def _working_messages(self) -> list[Message]:
         """The system prompt (factory or stored) and the history, repaired for the provider."""
-        if self._system_prompt_factory is not None:
-            prompt = await self._system_prompt()
-            stored = list(self.messages)
-            working = [{"role": "system", "content": prompt}]
-            working += [m for m in stored if m.get("role") != "system" or _is_hook_message(m)]
-        else:
-            working = list(self.messages)
+        prompt = await self._system_prompt() if self._system_prompt_factory is not None else None
+        working = self._view_cache.working(self.messages, prompt, _kept_with_factory)
         start = in_flight_start(working)
         if start is not None:
             working = working[:start]
-        return self._repair(working)
+        return self._view_cache.note_repair(working, self._repair(working))
 
     async def _system_prompt(self) -> str:
         try:
@@ -310,7 +312,7 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResu
         if self._fork_armed():
             self._last_request_view = list(view)
             self._view_serial += 1
-        return [wire_form(m) for m in view]
+        return self._view_cache.finalize(self, view)
 
     def _append_tail(self, compacted: list[Message], budget: int) -> list[Message]:
         """Replay (once per boundary), then the compaction notice, at the tail of the view."""
@@ -589,6 +591,11 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResu
     def fault_stats(self) -> dict[str, int]:
         """Counters of optional features that failed and degraded (never failed the turn); all present."""
         return {**dict.fromkeys(FAULT_KEYS, 0), **self._fault_counts}
+
+
+def _kept_with_factory(message: Message) -> bool:
+    """With a system prompt factory, stored system messages give way to it, except hook-injected ones."""
+    return message.get("role") != "system" or _is_hook_message(message)
 
 
 def _is_hook_message(message: Message) -> bool:

@@ -92,6 +92,7 @@ NOT_SAVED: dict[str, str] = {
     "_count_cache": "cache (per-_seq counts, recomputed on demand)",
     "_derived": "cache (truncated and stubbed rewrites, recomputed on demand)",
     "_ledger_cache": "cache (the ledger message object, rebuilt from sticky.ledger on demand)",
+    "_view_cache": "cache (the last view, extended between boundaries; rebuilt on demand)",
     "_escalation_allowed": "set and reset within one request",
     "_clear_at_least_pending": "set and reset within one request",
     "_clear_at_least_last_refused": "set and reset within one request",

@@ -3,17 +3,22 @@
 Replays the longest shipped transcripts and a ~2,200-message session built by concatenating them
 (tool-call ids made unique), with the budget at 30% of each session's estimated size, and compares
 the module against a reference that re-estimates the whole history on every call (the original's
-approach). Run: ``uv run python -m evaluation.bench_request_path [--longest 3] [--workload PATH ...]``.
+approach). ``ser ms`` is one full re-serialization of the history: every stored message rebuilt in
+its wire form (``_seq`` stripped), which the request path used to do on every request; ``p50/ser`` is
+our p50 request against it, and ``json ms`` one ``json.dumps`` of that history, all in the same run.
+Run: ``uv run python -m evaluation.bench_request_path [--longest 3] [--workload PATH ...]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import statistics
 import sys
 import time
+import timeit
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +80,15 @@ async def replay(cls: type[SimpleContextManager], messages: list[dict[str, Any]]
     return timings
 
 
+def reserialize_ms(messages: list[dict[str, Any]]) -> tuple[float, float]:
+    """Median milliseconds of one wire-form pass over the whole stored history, and of one ``json.dumps``."""
+    stored = [{**m, "metadata": {"timestamp": STAMP, "_seq": i}} for i, m in enumerate(messages)]
+    wire = [wire_form(m) for m in stored]
+    passes = timeit.repeat(lambda: [wire_form(m) for m in stored], number=1, repeat=9)
+    dumps = timeit.repeat(lambda: json.dumps(wire), number=1, repeat=5)
+    return statistics.median(passes) * 1000, statistics.median(dumps) * 1000
+
+
 def summarize(timings: list[float]) -> dict[str, float]:
     ordered = sorted(timings)
     return {
@@ -95,7 +109,9 @@ async def run(longest: int, paths: list[str] | None = None) -> list[dict[str, An
         budget = int(sum(estimate_message(m) for m in messages) * 0.30)
         ours = summarize(await replay(SimpleContextManager, messages, budget))
         ref = summarize(await replay(ReferenceManager, messages, budget))
-        rows.append({"session": name, "budget": budget, "ours": ours, "reference": ref})
+        serialize, dumps = reserialize_ms(messages)
+        row = {"session": name, "budget": budget, "ours": ours, "reference": ref, "serialize_ms": serialize}
+        rows.append({**row, "json_ms": dumps})
     return rows
 
 
@@ -111,13 +127,17 @@ def _run(args: argparse.Namespace) -> int:
     cli.sessions(args.workload, TRANSCRIPTS)  # every file checked before the work
     logging.disable(logging.WARNING)
     rows = asyncio.run(run(args.longest, args.workload))
-    header = f"{'session':32} {'budget':>8} {'p50 ms':>8} {'p90 ms':>8} {'ref p50':>8} {'ref p90':>8} {'p50 x':>6}"
+    header = (
+        f"{'session':32} {'budget':>8} {'p50 ms':>8} {'p90 ms':>8} {'ref p50':>8} {'ref p90':>8} {'p50 x':>6}"
+        f" {'ser ms':>7} {'p50/ser':>7} {'json ms':>7}"
+    )
     print(header)
     for row in rows:
         ours, ref = row["ours"], row["reference"]
         print(
             f"{row['session']:32} {row['budget']:>8,} {ours['p50']:>8.3f} {ours['p90']:>8.3f} "
             f"{ref['p50']:>8.3f} {ref['p90']:>8.3f} {ref['p50'] / ours['p50']:>6.1f}"
+            f" {row['serialize_ms']:>7.3f} {ours['p50'] / row['serialize_ms']:>7.1%} {row['json_ms']:>7.2f}"
         )
         print(f"{'':32} total ms: ours {ours['total']:,.1f}, reference {ref['total']:,.1f}")
     return 0

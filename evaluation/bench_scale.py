@@ -1,18 +1,21 @@
 """Scale benchmark: a 50,000-message session and a single 20 MB tool result.
 
 Session: the shipped transcripts concatenated (first system prompt kept, tool-call ids made unique
-per copy, fixed timestamps) until 50,000 messages. At 1k, 5k, 10k, 25k and 50k messages it times
+per copy, fixed timestamps) until 50,000 messages. At 1k, 5k, 20k and 50k messages it times
 ``get_messages_for_request`` right after one more message is added (the steady state of a session),
-in two arms: ``fits`` (budget far above the history: no compaction, the cheapest path) and
-``compacting`` (a 150k-token budget: sticky decisions replayed on every request). The first request
-at each checkpoint (a compaction boundary after the bulk add) is reported apart. The slope is a
-least-squares fit of milliseconds against thousands of messages. Memory: ``tracemalloc`` peak of
-building the history and of one request on top of it (a separate pass, since tracing slows calls).
+in three arms: ``fits`` (budget far above the history: no compaction, the view is the whole history),
+``compacting`` (a 150k-token budget: sticky decisions replayed on every request) and
+``compacting+factory`` (the same with a system prompt factory, as Amplifier sessions run). The first
+request at each checkpoint (a compaction boundary after the bulk add) is reported apart. The slope is
+a least-squares fit of milliseconds against thousands of messages; ``x20k/1k`` is the median at 20k
+over the median at 1k, in the same run. Memory (``tracemalloc``, a separate pass since tracing slows
+calls), per arm: bytes per message of the stored history alone, and retained after a long session
+(the history plus every cache, after the boundary and 15 steady requests).
 
 20 MB result: one user turn, one call and a single-line 20 MB result; first and repeated requests
 per token counter, with and without spill, time and tracemalloc peak above the stored history.
 
-Run: ``uv run python -m evaluation.bench_scale`` (``--quick`` stops at 10k; ``--profile`` prints the
+Run: ``uv run python -m evaluation.bench_scale`` (``--quick`` stops at 20k; ``--profile`` prints the
 top functions of a 50k compacting request under cProfile; ``--workload PATH`` picks the sessions).
 Output also goes to ``evaluation/out/bench_scale.json`` (``--out FILE``).
 """
@@ -43,9 +46,10 @@ TRANSCRIPTS = ROOT / "tests" / "data" / "workloads"
 OUT = ROOT / "evaluation" / "out" / "bench_scale.json"
 PROG = "python -m evaluation.bench_scale"
 STAMP = "2026-01-01T00:00:00.000+00:00"
-CHECKPOINTS = (1_000, 5_000, 10_000, 25_000, 50_000)
+CHECKPOINTS = (1_000, 5_000, 20_000, 50_000)
 TIMED_REQUESTS = 15
-ARMS = {"fits": 10**9, "compacting": 150_000}
+ARMS = {"fits": 10**9, "compacting": 150_000, "compacting+factory": 150_000}
+PROMPT = "You are a careful software engineer. Read before you write; run the tests you touch."
 BIG = 20_000_000
 Message = dict[str, Any]
 
@@ -89,9 +93,23 @@ def slope(points: list[tuple[int, float]]) -> float:
     return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
 
 
-async def time_arm(messages: list[Message], budget: int, checkpoints: tuple[int, ...]) -> dict[str, Any]:
-    """Per checkpoint: the boundary request after the bulk add, then steady-state requests."""
+async def manager(arm: str, messages: list[Message]) -> tuple[SimpleContextManager, list[Message]]:
+    """The arm's manager and the messages to add."""
     ctx = SimpleContextManager()
+    if not arm.endswith("+factory"):
+        return ctx, messages
+
+    async def prompt() -> str:
+        return PROMPT
+
+    await ctx.set_system_prompt_factory(prompt)  # it replaces the stored system prompt in every view
+    return ctx, messages
+
+
+async def time_arm(arm: str, messages: list[Message], checkpoints: tuple[int, ...]) -> dict[str, Any]:
+    """Per checkpoint: the boundary request after the bulk add, then steady-state requests."""
+    budget = ARMS[arm]
+    ctx, messages = await manager(arm, messages)
     rows, added = [], 0
     for n in checkpoints:
         await add_range(ctx, messages, added, n - TIMED_REQUESTS)
@@ -116,26 +134,37 @@ async def time_arm(messages: list[Message], budget: int, checkpoints: tuple[int,
                 "sticky_level": ctx._sticky_level,
             }
         )
-    return {"rows": rows, "slope_ms_per_1k": round(slope([(r["messages"], r["median_ms"]) for r in rows]), 4)}
+    medians = {r["messages"]: r["median_ms"] for r in rows}
+    return {
+        "rows": rows,
+        "slope_ms_per_1k": round(slope([(r["messages"], r["median_ms"]) for r in rows]), 4),
+        "x20k_over_1k": round(medians[20_000] / medians[1_000], 2) if {1_000, 20_000} <= set(medians) else None,
+    }
 
 
-async def memory_pass(messages: list[Message], budget: int) -> dict[str, float]:
-    """tracemalloc: the stored history's size, and one request's peak above it (MB)."""
+async def memory_pass(arm: str, messages: list[Message]) -> dict[str, float]:
+    """tracemalloc: the stored history, then everything retained after a long session (MB, bytes/message)."""
+    budget = ARMS[arm]
+    ctx, messages = await manager(arm, messages)
     tracemalloc.start()
-    ctx = SimpleContextManager()
-    await add_range(ctx, messages, 0, len(messages))
-    history_mb = tracemalloc.get_traced_memory()[0] / 1e6
-    await ctx.get_messages_for_request(token_budget=budget)  # the boundary: builds the count cache
-    settled = tracemalloc.get_traced_memory()[0]
+    base = tracemalloc.get_traced_memory()[0]
+    await add_range(ctx, messages, 0, len(messages) - TIMED_REQUESTS)
+    history = tracemalloc.get_traced_memory()[0] - base
+    await ctx.get_messages_for_request(token_budget=budget)  # the boundary: builds the caches
     tracemalloc.reset_peak()
-    await add_range(ctx, messages[:1], 0, 1)
-    await ctx.get_messages_for_request(token_budget=budget)
+    for index in range(len(messages) - TIMED_REQUESTS, len(messages)):
+        await add_range(ctx, messages, index, index + 1)
+        await ctx.get_messages_for_request(token_budget=budget)
     current, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
+    retained, n = current - base, len(messages)
     return {
-        "history_mb": round(history_mb, 1),
-        "after_first_request_mb": round(settled / 1e6, 1),
-        "steady_request_peak_above_mb": round((peak - settled) / 1e6, 2),
+        "history_mb": round(history / 1e6, 1),
+        "retained_mb": round(retained / 1e6, 1),
+        "history_bytes_per_message": round(history / n),
+        "retained_bytes_per_message": round(retained / n),
+        "caches_bytes_per_message": round((retained - history) / n),
+        "steady_request_peak_above_mb": round((peak - retained) / 1e6, 2),
     }
 
 
@@ -219,26 +248,31 @@ async def profile_request(messages: list[Message], budget: int) -> str:
 
 def print_report(report: dict[str, Any]) -> None:
     for arm, data in report["session"].items():
-        print(f"\n[{arm}] budget={ARMS[arm]:,}  slope={data['slope_ms_per_1k']} ms per 1k messages")
+        print(
+            f"\n[{arm}] budget={ARMS[arm]:,}  slope={data['slope_ms_per_1k']} ms per 1k messages, "
+            f"median at 20k / at 1k = {data['x20k_over_1k']}"
+        )
         print(f"{'messages':>9} {'view':>7} {'first ms':>9} {'median ms':>10} {'p90 ms':>8} {'level':>6}")
         for r in data["rows"]:
             print(
                 f"{r['messages']:>9,} {r['view_messages']:>7,} {r['first_request_ms']:>9} "
                 f"{r['median_ms']:>10} {r['p90_ms']:>8} {r['sticky_level']:>6}"
             )
-    print("\nmemory (tracemalloc, MB):", json.dumps(report["memory"]))
+    print("\nmemory after the whole session (tracemalloc):")
+    for arm, row in report["memory"].items():
+        print(f"  {arm:20} {json.dumps(row)}")
     print("\n20 MB single-line tool result:")
     for name, row in report["huge_result"].items():
         print(f"  {name:15} {json.dumps(row)}")
 
 
 async def main_async(quick: bool, profile: bool, paths: list[str] | None = None) -> dict[str, Any]:
-    checkpoints = tuple(n for n in CHECKPOINTS if not quick or n <= 10_000)
+    checkpoints = tuple(n for n in CHECKPOINTS if not quick or n <= 20_000)
     messages = build_session(checkpoints[-1], paths)
-    session = {arm: await time_arm(messages, budget, checkpoints) for arm, budget in ARMS.items()}
+    session = {arm: await time_arm(arm, messages, checkpoints) for arm in ARMS}
     report = {
         "session": session,
-        "memory": await memory_pass(messages, ARMS["compacting"]),
+        "memory": {arm: await memory_pass(arm, messages) for arm in ARMS},
         "huge_result": await huge_result(),
     }
     print_report(report)
@@ -252,7 +286,7 @@ async def main_async(quick: bool, profile: bool, paths: list[str] | None = None)
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark, print it and write it as JSON."""
     p = cli.Parser(PROG, __doc__)
-    p.add_argument("--quick", action="store_true", help="stop at 10k messages")
+    p.add_argument("--quick", action="store_true", help="stop at 20k messages")
     p.add_argument("--profile", action="store_true", help="cProfile steady-state requests at the largest size")
     cli.add_workload(p, "tests/data/workloads")
     cli.add_out(p, OUT, "the JSON file written")

@@ -527,8 +527,13 @@ def build(cfg: dict[str, Any], budget: tuple, factory: bool, spill: Path) -> tup
     return ctx, Session(ctx, checker, Provider(defaults), explicit, 1.0)
 
 
-async def run(cfg: dict[str, Any], budget: tuple, factory: bool, ops: list[tuple], spill: Path, factor: float) -> Any:
+async def run(
+    cfg: dict[str, Any], budget: tuple, factory: bool, ops: list[tuple], spill: Path, factor: float, prepare: Any = None
+) -> Any:
+    """Play ``ops``; ``prepare(ctx)`` (optional) runs on the new manager before the first operation."""
     ctx, session = build(cfg, budget, factory, spill)
+    if prepare is not None:
+        prepare(ctx)
     session.meter_factor = factor
     logger = logging.getLogger(LOGGER)
     logger.addHandler(session.checker.records)

@@ -1,0 +1,268 @@
+"""The last view, kept so that a request between compaction boundaries costs what was appended.
+
+Between boundaries a view is, by design, the previous view plus the messages stored since. The full
+rebuild (``manager.get_messages_for_request``) walks the whole history; this cache keeps the last
+view's body (the view before its tail of replay and notice), the body's wire copies and its token
+total, and extends them by the appended messages: time in proportion to what was appended, plus the
+copy of the list handed out. The tail is built as the full rebuild builds it, on the extended body.
+
+It extends only what it can show unchanged, and otherwise returns None and the full rebuild runs:
+
+* the previous request was recorded: a full rebuild whose decisions did not change during it (not a
+  boundary, no clear-at-least refusal), or an extension; the progressive strategy (the summary
+  strategy swaps messages in, so it always rebuilds);
+* the same :class:`Key`: every sticky decision set (any manager attribute named ``*_seqs``, so a new
+  kind of decision is covered when it follows that naming) by identity and size, the sticky level,
+  the last compaction stats and pending summary by identity, the history list, the count cache and
+  every configuration attribute (``config.DEFAULTS``) by value;
+* the same path (compacted or not), and a working list that view repair left alone and that grew by
+  appends only: same first message (the factory's prompt is one object while its text is the same),
+  same message at the old end;
+* appended messages that carry a ``_seq`` and no decision, and, in a compacted view (system messages
+  lead it), no system message.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .config import COMPACTION_STRATEGY_PROGRESSIVE, DEFAULTS
+from .estimate import seq_of, wire_form
+from .state import FIELDS
+from .wire_copy import WireForms, edited
+
+Message = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Key:
+    """What a view depends on besides the history's appends: objects by identity, values by ``==``."""
+
+    objects: tuple[Any, ...]
+    values: tuple[Any, ...]
+    decision_sets: tuple[Any, ...]
+
+    def same(self, other: Key) -> bool:
+        return (
+            len(self.objects) == len(other.objects)
+            and all(map(operator.is_, self.objects, other.objects))
+            and self.values == other.values
+        )
+
+
+_CONFIG = operator.attrgetter(*DEFAULTS)
+# Every sticky decision a snapshot saves (state.FIELDS, group "sticky"), compared by identity: a new kind
+# of decision (the evidence ledger) is covered once it is listed there.
+_STICKY = tuple(field.attribute for field in FIELDS if field.group == "sticky")
+_MUTABLE = (dict, list, set)
+
+
+class _KeyReader:
+    """Reads a manager's :class:`Key`; the names of its ``*_seqs`` sets are re-read when its attributes change."""
+
+    def __init__(self) -> None:
+        self._names: tuple[str, ...] = ()
+        self._attributes = -1
+
+    def __call__(self, manager: Any) -> Key:
+        attributes = vars(manager)
+        if len(attributes) != self._attributes:
+            self._attributes = len(attributes)
+            self._names = tuple(k for k in attributes if k.endswith("_seqs"))
+        sets = tuple(s for k in self._names if isinstance(s := attributes.get(k), set | frozenset | dict))
+        config = _CONFIG(manager)
+        objects = (
+            *(getattr(manager, name, None) for name in _STICKY),
+            manager.messages,
+            manager._counts(),
+            manager._last_compaction_stats,
+            manager._pending_summary,
+            manager._system_prompt_factory,
+            *sets,
+        )
+        values = (
+            manager._sticky_level,
+            manager._summary_absorbed_count,
+            tuple(len(s) for s in sets),
+            config,
+            tuple(repr(v) for v in config if type(v) in _MUTABLE),  # an in-place edit of a dict or list knob
+        )
+        return Key(objects, values, sets)
+
+
+@dataclass
+class _Body:
+    """The recorded view body and what the next request checks before extending it."""
+
+    key: Key
+    compact: bool
+    first: Message
+    length: int  # of the working list it was built from
+    last: Message
+    base: list[Message]
+    wire: list[Message]
+    total: int
+
+
+class ViewCache:
+    """The incremental path of one manager; ``enabled = False`` gives the full rebuild on every request."""
+
+    def __init__(self) -> None:
+        self.enabled = True
+        self.forms = WireForms()
+        self.key = _KeyReader()
+        self._prompt: Message | None = None
+        self.invalidate()
+
+    def invalidate(self) -> None:
+        """Forget the last view (``set_messages``, ``clear``, ``restore_state``): the next request rebuilds."""
+        self._body: _Body | None = None
+        self._pending: tuple[list[Message], bool, Key] | None = None
+        self._base: tuple[list[Message], int] | None = None
+        self._mirror: tuple[Any, int, Any, Any, list[Message]] = (None, 0, None, None, [])
+        self._open = 0  # requests that received the working list and have not returned (a raise leaks one)
+        self._request: tuple[list[Message], bool] | None = None
+        self.forms.clear()
+
+    # ----- the working list ------------------------------------------------------------------------
+
+    def working(self, messages: list[Message], prompt: str | None, keep: Callable[[Message], bool]) -> list[Message]:
+        """The list a request starts from: the history, or with a factory's ``prompt`` that prompt, then the
+        messages ``keep`` accepts. Kept between requests and extended by appends; read-only. While another
+        request that received it is still running (suspended in a hook), a new list is made instead."""
+        if not self.enabled:
+            if prompt is None:
+                return list(messages)
+            return [{"role": "system", "content": prompt}, *(m for m in messages if keep(m))]
+        head = None if prompt is None else self._prompt_message(prompt)
+        source, length, last, head_was, mirror = self._mirror
+        grown = source is messages and length <= len(messages) and (not length or messages[length - 1] is last)
+        if not grown or head is not head_was:
+            length, mirror = 0, ([] if head is None else [head])
+        elif self._open:
+            mirror = list(mirror)  # never change a list a running request reads
+        new = messages[length:]
+        mirror += new if head is None else [m for m in new if keep(m)]
+        self._mirror = (messages, len(messages), messages[-1] if messages else None, head, mirror)
+        self._open += 1
+        return mirror
+
+    def _prompt_message(self, prompt: str) -> Message:
+        """The factory prompt as a message: the same object while the text is the same."""
+        if self._prompt is None or self._prompt["content"] != prompt:
+            self._prompt = {"role": "system", "content": prompt}
+        return self._prompt
+
+    def note_repair(self, working: list[Message], repaired: list[Message]) -> list[Message]:
+        """Remember this request's working list and whether view repair changed it; returns ``repaired``."""
+        self._request = (repaired, repaired is not working)
+        return repaired
+
+    # ----- one request -------------------------------------------------------------------------------
+
+    def extend(
+        self, manager: Any, working: list[Message], budget: int, compact: bool, escalate: bool
+    ) -> list[Message] | None:
+        """The view extended from the last one, or None when the full rebuild must run (and record)."""
+        # Requests may interleave (a suspended request, another one meanwhile): every piece of
+        # per-request state is tied to its working list, and anything that does not match is dropped.
+        request, self._request, self._pending, self._base = self._request, None, None, None
+        body, self._body = self._body, None  # put back only once extended
+        if not self.enabled or manager.compaction_strategy != COMPACTION_STRATEGY_PROGRESSIVE:
+            return None
+        if request is None or request[0] is not working or request[1] or not working:
+            return None  # not this request's list, or repaired: unsure
+        key = self.key(manager)
+        self._pending = (working, compact, key)
+        if body is None or body.compact != compact or not body.key.same(key):
+            return None
+        appended = _appended(body, working, compact, key.decision_sets)
+        if appended is None:
+            return None
+        counts = manager._counts()
+        total = body.total + sum(counts.count(m) for m in appended)
+        if compact:
+            manager._clear_at_least_pending = None  # as _compact_ephemeral does on every pass
+            manager._clear_at_least_last_refused = False
+            if escalate and manager._exceeds_threshold(total, budget):
+                return None  # a boundary: the ladder runs in the full rebuild
+        self._refresh(body)
+        body.base += appended
+        body.wire += [self.forms.get(m) for m in appended]
+        body.total, body.length, body.last = total, len(working), working[-1]
+        tail = _tail(manager, body.base, budget) if compact else []
+        manager._last_sent_estimate = total + counts.total(tail)
+        self._body, self._pending = body, None
+        self._open = max(0, self._open - 1)
+        return [*body.wire, *(self.forms.get(m) for m in tail)]
+
+    def note_base(self, working: list[Message], compacted: list[Message]) -> None:
+        """The full rebuild's compacted body, before replay and notice are appended to it."""
+        if self._pending is not None and self._pending[0] is working:
+            self._base = (compacted, len(compacted))
+        else:
+            self._pending = None  # another request ran meanwhile
+
+    def finalize(self, manager: Any, view: list[Message]) -> list[Message]:
+        """The full rebuild's wire view; records its body when nothing decision-bearing changed."""
+        if not self.enabled:
+            return [wire_form(m) for m in view]
+        self._open = max(0, self._open - 1)
+        wire = self.forms.view(view)
+        if self._body is None:
+            self.forms.sink.clear()  # every edited copy this view held was just replaced; no body to refresh
+        pending, base, self._pending, self._base = self._pending, self._base, None, None
+        if pending is None:
+            return wire
+        working, compact, key = pending
+        if compact:
+            if base is None or base[0] is not view:
+                return wire
+            base_len = base[1]
+        elif view is working:
+            base_len = len(view)
+        else:
+            return wire
+        if manager._clear_at_least_last_refused:
+            return wire
+        if not key.same(self.key(manager)):
+            return wire  # a boundary: the next request rebuilds once more, then extends
+        counts = manager._counts()
+        total = counts.total(view) - counts.total(view[base_len:])
+        self._body = _Body(key, compact, working[0], len(working), working[-1], view[:base_len], wire[:base_len], total)
+        return wire
+
+    def _refresh(self, body: _Body) -> None:
+        """Replace the body's copies that a caller edited in place since they were handed out."""
+        if not self.forms.sink:
+            return
+        for index, message in enumerate(body.wire):
+            if edited(message):
+                body.wire[index] = self.forms.get(body.base[index])
+        self.forms.sink.clear()
+
+
+def _appended(body: _Body, working: list[Message], compact: bool, sets: tuple[Any, ...]) -> list[Message] | None:
+    """The messages appended to the recorded working list, or None when it did not grow by appends."""
+    n = body.length
+    if len(working) < n or working[0] is not body.first or working[n - 1] is not body.last:
+        return None
+    appended = working[n:]
+    for message in appended:
+        seq = seq_of(message)
+        if seq is None or (compact and message.get("role") == "system") or any(seq in s for s in sets):
+            return None
+    return appended
+
+
+def _tail(manager: Any, base: list[Message], budget: int) -> list[Message]:
+    """Replay and notice, appended by the manager's own code to the body, then taken off it again."""
+    start = len(base)
+    try:
+        manager._append_tail(base, budget)
+        return base[start:]
+    finally:
+        del base[start:]
