@@ -109,9 +109,9 @@ CALL = st.tuples(
     st.integers(0, 19),  # 0: list-of-blocks result content
 )
 # Hook injections stored inside a tool group (loop-basic's tool:post inject_context order): role, size.
-HOOKS = st.lists(st.tuples(st.sampled_from(["system", "user"]), sizes(1_500)), max_size=2).map(
-    lambda hooks: hooks if len(hooks) < 2 or hooks[0][1] % 3 else []
-)
+HOOKS = st.lists(
+    st.tuples(st.sampled_from(["system", "user", "user_plain", "assistant"]), sizes(1_500)), max_size=2
+).map(lambda hooks: hooks if len(hooks) < 2 or hooks[0][1] % 3 else [])
 USER_KIND = st.sampled_from(["text"] * 8 + ["blocks", "image_only", "fake_summary", "fake_replay", "fake_notice"])
 
 OP = st.integers(0, 99).flatmap(
@@ -268,6 +268,8 @@ def users_own_words(message: Message) -> bool:
     """Independent of the module's predicate: a user turn that does not open a reminder envelope."""
     if message.get("role") != "user" or "tool_call_id" in message:
         return False
+    if (message.get("metadata") or {}).get("source") == "hook":
+        return False  # a hook's injection, even without an envelope
     content = message.get("content")
     if isinstance(content, str):
         return not content.lstrip().startswith("<system-reminder")
@@ -525,12 +527,10 @@ class Session:
             results.append(("call_nobody", ("read", "openai", "ok", 10, 1)))
         for role, size in hooks if results else []:  # loop-basic: tool:post injections before the results
             tag = f"m{self.serial + 1}"
-            text = (
-                text_of(tag, size + 1)
-                if role == "system"
-                else f"<system-reminder>\n{text_of(tag, size)}\n</system-reminder>"
-            )
-            await self.add({"role": role, "content": text}, source="hook")
+            text = text_of(tag, size + 1)  # amplifier-core stores an injection's text as given
+            if role == "user":
+                text = f"<system-reminder>\n{text}\n</system-reminder>"
+            await self.add({"role": role.split("_")[0], "content": text}, source="hook")
         for call_id, (name, _, _, size, blocks) in reversed(results) if reverse else results:
             tag = f"m{self.serial + 1}"
             content: Any = text_of(tag, size) if blocks else [{"type": "text", "text": text_of(tag, size)}]
