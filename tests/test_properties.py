@@ -39,6 +39,7 @@ import copy
 import json
 import logging
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -318,7 +319,10 @@ class Checker:
         self.check_users(view)
         self.check_tail(view)
         self.check_budget(view, log_start)
-        self.check_extension(view, self.hooks.count("context:compaction") > events_before)
+        boundary = self.hooks.count("context:compaction") > events_before
+        self.check_extension(view, boundary)
+        if boundary:
+            self.check_notice(view)
         assert all(a == b for a, b in self.given), "the caller's message objects were mutated"
 
     def check_system(self, view: list[Message]) -> None:
@@ -380,6 +384,21 @@ class Checker:
         if reserve_fits and not (warned or refused):
             assert sum(counter(m) for m in view) <= self.budget, "the tail overflowed the notice reserve"
 
+    def check_notice(self, view: list[Message]) -> None:
+        """At a boundary, the notice claims only what the view holds (recent results whole, ledger lines)."""
+        notices = [m["content"] for m in view if (m.get("metadata") or {}).get("source") == "context-compaction"]
+        if not notices:
+            return
+        match = re.search(r"- Last (-?\d+) tool results \(full content\)(, except (\d+))?", notices[0])
+        if match and int(match.group(1)) > 0:
+            recent = answering_results(self.ctx.messages)[-int(match.group(1)) :]
+            whole = [wire(m) for m in recent if wire(m) in view]
+            assert len(recent) - len(whole) == int(match.group(3) or 0), "the notice miscounts whole recent results"
+        lines = re.search(r"- (\d+) key lines of removed messages are kept", notices[0])
+        ledgers = [m["content"] for m in view if (m.get("metadata") or {}).get("source") == "context-evidence"]
+        if lines:
+            assert ledgers and ledgers[0].count("\n") - 2 == int(lines.group(1)), "the notice claims ledger lines"
+
     def check_extension(self, view: list[Message], boundary: bool) -> None:
         """Between boundaries the non-ephemeral view extends the previous one, byte for byte.
 
@@ -399,6 +418,20 @@ class Checker:
             assert tail[: len(self.previous) - self.previous_systems] == self.previous[self.previous_systems :]
             event("mid-session system message hoisted into the system block")
         self.previous, self.previous_systems = keys, systems
+
+
+def answering_results(stored: list[Message]) -> list[Message]:
+    """Stored tool results a view may hold: the first answer to a call of the nearest group, not held."""
+    held = in_flight_start(stored)
+    out: list[Message] = []
+    open_ids: set[str] = set()
+    for message in stored[:held]:
+        if message.get("role") == "assistant" and message.get("tool_calls"):
+            open_ids = {c.get("id") for c in message["tool_calls"] if isinstance(c, dict)}
+        elif message.get("role") == "tool" and message.get("tool_call_id") in open_ids:
+            open_ids.discard(message["tool_call_id"])
+            out.append(message)
+    return out
 
 
 # --- the driver ---------------------------------------------------------------------------------------
