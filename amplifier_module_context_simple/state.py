@@ -443,7 +443,7 @@ def _close_over_tool_groups(values: dict[str, Any], messages: Sequence[dict[str,
     values["_stubbed_seqs"] -= removed
     pending = values["_pending_summary"]
     if pending is not None:
-        pending["seqs"] = frozenset(m for p in pending["seqs"] for m in groups.get(p, (p,)))
+        pending["seqs"] = frozenset(m for p in pending["seqs"] for m in (p, *groups.get(p, ())))
 
 
 def _without_duplicates(
