@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .presets import preset_settings
+from .token_counter import resolve_counter
 
 logger = logging.getLogger("amplifier_module_context_simple")
 
@@ -272,7 +273,13 @@ def _token_counter(key: str, value: Any) -> Any:
         if not _is_int(probe) or probe < 0:
             raise _bad(key, value, f"a callable returning an int >= 0 (it returned {probe!r})")
         return value
-    if isinstance(value, str) and (value in ("estimate", "content") or value.startswith("tiktoken:")):
+    if isinstance(value, str) and value in ("estimate", "content"):
+        return value
+    if isinstance(value, str) and value.startswith("tiktoken:"):
+        try:  # load the encoding now: a live assignment must fail here, not on every later request
+            resolve_counter(value)
+        except Exception as exc:
+            raise _bad(key, value, f'"tiktoken:ENCODING" with an encoding that loads ({exc})') from exc
         return value
     raise _bad(key, value, '"estimate", "content", "tiktoken:ENCODING" or a callable')
 
@@ -406,9 +413,12 @@ class _LiveOption:
 
     def __set__(self, owner: Any, value: Any) -> None:  # no __get__: reads come from the instance dict
         value = _VALIDATORS[self.key](self.key, value)
+        # A preset assigned live sets its keys, as at construction (else the assignment did nothing).
+        changes = {**normalize_options(preset_settings(value)), self.key: value} if self.key == "preset" else {}
+        changes = changes or {self.key: value}
         current = owner.__dict__
-        _check_consistency({key: current.get(key) for key in _PAIRED} | {self.key: value})
-        owner.__dict__[self.key] = value
+        _check_consistency({key: current.get(key) for key in _PAIRED} | changes)
+        owner.__dict__.update(changes)
         after = _AFTER_SET.get(self.key)
         if after is not None:
             after(owner, value)

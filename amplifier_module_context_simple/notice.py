@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from .estimate import seq_of
+from .repair import repair_view
+from .tool_pairs import in_flight_start
 
 NOTICE_SOURCE = "context-compaction"
 # Compaction stats key, present only when some of the last ``protected_tool_results`` results were removed.
@@ -53,8 +55,11 @@ def removed_recent_results(stored: list[dict[str, Any]], view: list[dict[str, An
     """
     if keep <= 0:
         return 0
+    # Only results a view can hold: repair leaves out orphan and duplicate results (not compaction's doing).
+    # Nor does it hold a trailing group whose results are still arriving.
+    answerable, _report = repair_view(list(stored[: in_flight_start(stored)]))
     recent: set[int] = set()
-    for message in reversed(stored):
+    for message in reversed(answerable):
         if message.get("role") == "tool" and (seq := seq_of(message)) is not None:
             recent.add(seq)
             if len(recent) == keep:

@@ -61,6 +61,12 @@ def _is_tool_result(message: dict[str, Any]) -> bool:
     return message.get("role") == "tool"
 
 
+def _is_hook_injection(message: dict[str, Any]) -> bool:
+    """A hook's ``inject_context`` (any role: amplifier-core honours ``context_injection_role``)."""
+    metadata = message.get("metadata")
+    return isinstance(metadata, dict) and metadata.get("source") == "hook"
+
+
 def synthetic_result(call_id: str) -> dict[str, Any]:
     """The stand-in result for a call that was never answered (a fresh dict every time)."""
     return {"role": "tool", "tool_call_id": call_id, "content": SYNTHETIC_RESULT_TEXT}
@@ -171,7 +177,7 @@ def repair_view(messages: list[dict[str, Any]], start: int = 0) -> tuple[list[di
                 scan.tool_result(message)
             continue
         if group_start >= 0:
-            if message.get("role") != "assistant" and scan.waiting():
+            if (message.get("role") != "assistant" or _is_hook_injection(message)) and scan.waiting():
                 scan.defer(message)
                 continue
             scan.close_group()

@@ -21,9 +21,13 @@ _REPLAY_PREAMBLE = (
 
 
 def is_real_user_message(entry: Any) -> bool:
-    """True only for the user's own words: role user, not a tool result, no reminder envelope."""
+    """True only for the user's own words: role user, not a tool result, not a hook's injection, no
+    reminder envelope."""
     if not isinstance(entry, dict) or entry.get("role") != "user" or "tool_call_id" in entry:
         return False
+    metadata = entry.get("metadata")
+    if isinstance(metadata, dict) and metadata.get("source") == "hook":
+        return False  # a hook's inject_context: amplifier-core stores its text as given, often unwrapped
     content = entry.get("content")
     if isinstance(content, str):
         return not content.strip().startswith(REMINDER_ENVELOPE_PREFIX)

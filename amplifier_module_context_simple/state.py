@@ -436,7 +436,7 @@ def _check_decisions(values: dict[str, Any], history: Sequence[dict[str, Any]]) 
 
 def _close_over_tool_groups(values: dict[str, Any], messages: Sequence[dict[str, Any]]) -> None:
     """A removal that splits a tool group takes the whole group (a lone result or call breaks a view)."""
-    groups = tool_groups(list(messages))
+    groups = _without_duplicates(tool_groups(list(messages)), messages)
     removed = values["_removed_seqs"]
     for position in list(removed):
         removed.update(groups.get(position, ()))
@@ -444,7 +444,26 @@ def _close_over_tool_groups(values: dict[str, Any], messages: Sequence[dict[str,
     values["_stubbed_seqs"] -= removed
     pending = values["_pending_summary"]
     if pending is not None:
-        pending["seqs"] = frozenset(m for p in pending["seqs"] for m in groups.get(p, (p,)))
+        pending["seqs"] = frozenset(m for p in pending["seqs"] for m in (p, *groups.get(p, ())))
+
+
+def _without_duplicates(
+    groups: dict[int, tuple[int, ...]], messages: Sequence[dict[str, Any]]
+) -> dict[int, tuple[int, ...]]:
+    """Groups without their duplicate results: no view holds them (repair drops them), so the live
+    ladder never records their removal, and the closure must not either (the notice counts removals)."""
+    kept: dict[int, tuple[int, ...]] = {}
+    for index, group in groups.items():
+        seen: set[Any] = set()
+        members = []
+        for position in group:
+            call_id = messages[position].get("tool_call_id") if messages[position].get("role") == "tool" else None
+            if call_id is not None and call_id in seen:
+                continue
+            seen.add(call_id)
+            members.append(position)
+        kept[index] = tuple(members)
+    return kept
 
 
 def apply_snapshot(manager: Any, values: dict[str, Any]) -> None:

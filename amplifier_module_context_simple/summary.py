@@ -330,8 +330,14 @@ class SummaryMixin:
 
     def _make_summary_message(self, text: str) -> Message:
         """The summary as stored history: role user, reminder envelope, a fresh ``_seq``, not ephemeral."""
-        seq = self._next_seq
+        message = self._summary_message(text)
         self._next_seq += 1
+        return message
+
+    def _summary_message(self, text: str) -> Message:
+        """The summary stamped with the next ``_seq``, which is taken only when it is stored: a refused
+        summary must not leave a gap (``set_messages`` re-stamps 0..N-1, and spill names carry ``_seq``)."""
+        seq = self._next_seq
         timestamp = datetime.now(UTC).isoformat(timespec="milliseconds")
         metadata = {"timestamp": timestamp, "type": _SUMMARY_METADATA_TYPE, "_seq": seq}
         return {"role": "user", "content": summary_content(text), "metadata": metadata}
@@ -356,7 +362,7 @@ class SummaryMixin:
             # The ladder took most of the span meanwhile: what is left is not worth a boundary.
             logger.info("context-simple: pending summary discarded: %d tokens left of its span", replaced)
             return non_system, False
-        summary = self._make_summary_message(pending["text"])
+        summary = self._summary_message(pending["text"])
         size = counts.count(summary)
         if size >= replaced:
             logger.warning(
@@ -367,6 +373,7 @@ class SummaryMixin:
             return non_system, False
         for message in absorbed:
             self._record_removed(seq_of(message))
+        self._next_seq += 1
         self.messages.append(summary)
         self._summary_absorbed_count += len(absorbed)
         self._summary_cooldown_left = self.summary_cooldown_requests

@@ -82,9 +82,10 @@ def in_flight_start(messages: list[dict[str, Any]]) -> int | None:
 
     Such a view would send a half-answered group; the caller leaves its results (and hook
     injections stored among them) out, so the view ends on the calls, the shape an orchestrator
-    produces between a call and its results. The last message must be a result.
+    produces between a call and its results. The last message must be a result or a hook's
+    injection (loop-basic stores those before any result: the results are still to come).
     """
-    if not messages or messages[-1].get("role") != "tool":
+    if not messages or not _held_in_group(messages[-1]):
         return None
     index = len(messages)
     while index > 0 and _held_in_group(messages[index - 1]):

@@ -282,7 +282,7 @@ async def mounted(config: dict[str, Any]) -> tuple[Any, SimpleContextManager, An
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("role", ["system", "user"])
+@pytest.mark.parametrize("role", ["system", "user", "assistant"])
 async def test_hook_injection_between_calls_and_results_keeps_the_real_results(role: str):
     coordinator, ctx, cleanup = await mounted({})
     await ctx.add_message({"role": "user", "content": "check the files"})
@@ -318,7 +318,7 @@ async def test_a_group_whose_results_are_still_arriving_after_a_hook_injection_i
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("role", ["system", "user"])
+@pytest.mark.parametrize("role", ["system", "user", "assistant"])
 async def test_compacted_views_keep_hook_injected_groups_whole(role: str):
     """Under pressure the ladder removes and truncates; a group with an injection inside stays one unit."""
     coordinator, ctx, cleanup = await mounted({"max_tokens": 3_000, "protected_tool_results": 1})
@@ -334,4 +334,23 @@ async def test_compacted_views_keep_hook_injected_groups_whole(role: str):
         await ctx.add_message({"role": "assistant", "content": f"answer {turn}"})
     assert events.of("context:compaction") and ctx._removed_seqs
     assert ctx.fault_stats.get("repair_orphans_dropped", 0) == 0
+    await cleanup()
+
+
+@pytest.mark.asyncio
+async def test_a_user_role_injection_is_not_the_users_last_words():
+    """Review regression: amplifier-core stores a user-role ``inject_context`` as plain text (no
+    reminder envelope), so it counted as the user's own last message: the replay repeated the hook's
+    text and the user's real last instruction lost its protection."""
+    config = {"max_tokens": 3_000, "protected_recent": 0.0, "replay_last_user_on_compaction": True}
+    coordinator, ctx, cleanup = await mounted(config)
+    await ctx.add_message({"role": "user", "content": "first task"})
+    await ctx.add_message({"role": "user", "content": "the real last instruction"})
+    for turn in range(8):
+        await loop_basic_tool_round(coordinator, ctx, [f"t{turn}a", f"t{turn}b"], "user")
+    view = await ctx.get_messages_for_request()
+    assert ctx._removed_seqs
+    assert any(m.get("content") == "the real last instruction" for m in view)
+    replays = [m for m in view if (m.get("metadata") or {}).get("source") == "context-replay"]
+    assert replays and "the real last instruction" in replays[0]["content"]
     await cleanup()

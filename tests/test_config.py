@@ -294,3 +294,25 @@ def test_every_counter_the_code_increments_is_declared():
     source = "\n".join(path.read_text(encoding="utf-8") for path in package.glob("*.py"))
     incremented = set(re.findall(r'_fault_counts\["([a-z_]+)"\]', source))
     assert len(incremented) >= 8 and incremented <= set(FAULT_KEYS)
+
+
+def test_a_live_token_counter_that_cannot_load_is_refused_and_changes_nothing() -> None:
+    """Review regression: the constructor refused "tiktoken:nope", a live assignment took it, and then
+    every request raised."""
+    ctx = SimpleContextManager()
+    with pytest.raises(ValueError, match="invalid token_counter='tiktoken:nope'"):
+        ctx.token_counter = "tiktoken:nope"
+    assert ctx.token_counter == "estimate"
+
+
+def test_a_live_preset_sets_its_keys_as_at_construction() -> None:
+    """Review regression: ``ctx.preset = "evidence"`` was validated and then changed nothing."""
+    ctx = SimpleContextManager()
+    ctx.preset = "evidence"
+    built = SimpleContextManager(preset="evidence")
+    for key in ("evidence_ledger_share", "target_usage", "compaction_notice_verbosity"):
+        assert getattr(ctx, key) == getattr(built, key)
+    ctx = SimpleContextManager(compact_threshold=0.25, target_usage=0.2)
+    with pytest.raises(ValueError, match="target_usage=0.3 with compact_threshold=0.25"):
+        ctx.preset = "evidence"  # its target 0.3 is not below 0.25: refused
+    assert (ctx.evidence_ledger_share, ctx.target_usage) == (0.0, 0.2)

@@ -246,3 +246,33 @@ async def test_every_shipped_transcript_keeps_every_invariant_under_each_preset(
         assert [strip_seq(m) for m in ctx.messages] == messages
         ledgers += ctx._ledger is not None
     assert ledgers >= len(WORKLOADS) // 2  # not vacuous: the ledger is in play on most sessions
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "manager.py request path: a clear-at-least refusal rolls the sticky sets back but not the ledger "
+        "the refused plan recorded, so the next request drops the ledger without a boundary (fix: keep "
+        "self._ledger in the pending capture next to _sticky_snapshot() and restore it with the sets)"
+    ),
+)
+@pytest.mark.asyncio
+async def test_a_refused_escalation_keeps_the_ledger_it_sent() -> None:
+    """Review finding: after a clear-at-least refusal the next view lost the ledger the refused view
+    carried (a non-append change with no context:compaction), and snapshot_state saved the refused one."""
+    from tests.conftest import WORKLOADS_DIR, estimated_size, load_transcript, non_ephemeral, replay
+
+    messages = load_transcript(WORKLOADS_DIR / "agentperf__agentperf-default-v1__django__django-14500.jsonl")
+    ctx = SimpleContextManager(preset="evidence", compact_clear_at_least=0.2)
+    seen = {"previous": None, "refusals": 0}
+
+    async def check(request, manager) -> None:
+        current = non_ephemeral(request.view)
+        previous = seen["previous"]
+        if previous is not None and not request.boundary:
+            assert current[: len(previous)] == previous, f"request {request.index} does not extend the previous view"
+        seen["previous"] = current
+        seen["refusals"] += manager._clear_at_least_last_refused
+
+    await replay(ctx, messages, max(2_000, int(estimated_size(messages) * 0.25)), on_request=check)
+    assert seen["refusals"]

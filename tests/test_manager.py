@@ -554,3 +554,21 @@ async def test_the_notice_never_claims_tool_results_the_view_does_not_hold():
 
     await replay(SimpleContextManager(), messages, int(estimated_size(messages) * 0.3), on_request=check)
     assert seen["checked"] and seen["qualified"]  # the run does remove recent results, and says so
+
+
+@pytest.mark.asyncio
+async def test_the_notice_does_not_blame_compaction_for_results_repair_left_out():
+    """Review regression: an orphan result (dropped by the view's repair) counted among the "last N"
+    and as "removed by compaction": with two real results the notice said "except 3 of them"."""
+    ctx = SimpleContextManager(max_tokens=1_400, protected_recent=0.0, protected_tool_results=3)
+    await ctx.add_message({"role": "user", "content": "first " * 60})
+    calls = [{"id": f"c{i}", "type": "function", "function": {"name": "read", "arguments": "{}"}} for i in (1, 2)]
+    await ctx.add_message({"role": "assistant", "content": "", "tool_calls": calls})
+    for call_id in ("c1", "c2", "nobody"):
+        await ctx.add_message({"role": "tool", "tool_call_id": call_id, "content": "output " * 300})
+    await ctx.add_message({"role": "user", "content": "next"})
+    view = await ctx.get_messages_for_request()
+    notice = next(m["content"] for m in view if "Compaction summary" in str(m["content"]))
+    assert not any(m["role"] == "tool" for m in view)  # both real results were removed
+    keep, removed = (int(g or 0) for g in NOTICE_CLAIM.search(notice).groups())
+    assert (keep, removed) == (3, 2)

@@ -39,6 +39,7 @@ import copy
 import json
 import logging
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,7 @@ from amplifier_module_context_simple import SimpleContextManager
 from amplifier_module_context_simple.estimate import seq_of
 from amplifier_module_context_simple.repair import view_problems
 from amplifier_module_context_simple.token_counter import resolve_counter
+from amplifier_module_context_simple.tool_pairs import in_flight_start
 
 _COMMON = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large]}
 settings.register_profile("context-simple-ci", max_examples=300, **_COMMON)
@@ -107,6 +109,10 @@ CALL = st.tuples(
     sizes(),
     st.integers(0, 19),  # 0: list-of-blocks result content
 )
+# Hook injections stored inside a tool group (loop-basic's tool:post inject_context order): role, size.
+HOOKS = st.lists(
+    st.tuples(st.sampled_from(["system", "user", "user_plain", "assistant"]), sizes(1_500)), max_size=2
+).map(lambda hooks: hooks if len(hooks) < 2 or hooks[0][1] % 3 else [])
 USER_KIND = st.sampled_from(["text"] * 8 + ["blocks", "image_only", "fake_summary", "fake_replay", "fake_notice"])
 
 OP = st.integers(0, 99).flatmap(
@@ -115,7 +121,7 @@ OP = st.integers(0, 99).flatmap(
         if r < 25
         else st.tuples(st.just("assistant"), sizes(4_000))
         if r < 38
-        else st.tuples(st.just("tools"), st.lists(CALL, max_size=8), st.booleans(), st.integers(0, 9))
+        else st.tuples(st.just("tools"), st.lists(CALL, max_size=8), st.booleans(), st.integers(0, 9), HOOKS)
         if r < 85
         else st.tuples(st.just("usage"), st.sampled_from(["malformed", "error", "string", "negative", "none"]))
         if r < 92
@@ -172,6 +178,7 @@ def configs(draw: Any) -> dict[str, Any]:
         "summary_trigger": draw(st.sampled_from([0.6, 0.3, 0.9])),
         "summarization_timeout_s": 5.0,
         "max_tokens": draw(st.integers(400, 40_000)),
+        "evidence_ledger_share": draw(st.sampled_from([0.0, 0.0, 0.0, 0.7, 0.3, 0.9])),
     }
     return below_threshold(cfg)
 
@@ -262,6 +269,8 @@ def users_own_words(message: Message) -> bool:
     """Independent of the module's predicate: a user turn that does not open a reminder envelope."""
     if message.get("role") != "user" or "tool_call_id" in message:
         return False
+    if (message.get("metadata") or {}).get("source") == "hook":
+        return False  # a hook's injection, even without an envelope
     content = message.get("content")
     if isinstance(content, str):
         return not content.lstrip().startswith("<system-reminder")
@@ -310,11 +319,18 @@ class Checker:
         self.check_users(view)
         self.check_tail(view)
         self.check_budget(view, log_start)
-        self.check_extension(view, self.hooks.count("context:compaction") > events_before)
+        boundary = self.hooks.count("context:compaction") > events_before
+        self.check_extension(view, boundary)
+        if boundary:
+            self.check_notice(view)
         assert all(a == b for a, b in self.given), "the caller's message objects were mutated"
 
     def check_system(self, view: list[Message]) -> None:
-        stored = [m for m in self.ctx.messages if m.get("role") == "system"]
+        working = self.ctx.messages
+        if self.factory:  # the factory replaces stored system messages, except hooks' injections
+            working = [m for m in working if m.get("role") != "system" or m["metadata"].get("source") == "hook"]
+        held = in_flight_start(working)  # a trailing group's hook injections wait for its results
+        stored = [m for m in working[:held] if m.get("role") == "system"]
         if self.factory:
             hook = [wire(m) for m in stored if (m.get("metadata") or {}).get("source") == "hook"]
             expected = [{"role": "system", "content": FACTORY_PROMPT}, *hook]
@@ -371,6 +387,21 @@ class Checker:
         if reserve_fits and not (warned or refused):
             assert sum(counter(m) for m in view) <= self.budget, "the tail overflowed the notice reserve"
 
+    def check_notice(self, view: list[Message]) -> None:
+        """At a boundary, the notice claims only what the view holds (recent results whole, ledger lines)."""
+        notices = [m["content"] for m in view if (m.get("metadata") or {}).get("source") == "context-compaction"]
+        if not notices:
+            return
+        match = re.search(r"- Last (-?\d+) tool results \(full content\)(, except (\d+))?", notices[0])
+        if match and int(match.group(1)) > 0:
+            recent = answering_results(self.ctx.messages)[-int(match.group(1)) :]
+            whole = [wire(m) for m in recent if wire(m) in view]
+            assert len(recent) - len(whole) == int(match.group(3) or 0), "the notice miscounts whole recent results"
+        lines = re.search(r"- (\d+) key lines of removed messages are kept", notices[0])
+        ledgers = [m["content"] for m in view if (m.get("metadata") or {}).get("source") == "context-evidence"]
+        if lines:
+            assert ledgers and ledgers[0].count("\n") - 2 == int(lines.group(1)), "the notice claims ledger lines"
+
     def check_extension(self, view: list[Message], boundary: bool) -> None:
         """Between boundaries the non-ephemeral view extends the previous one, byte for byte.
 
@@ -392,6 +423,26 @@ class Checker:
         self.previous, self.previous_systems = keys, systems
 
 
+def untimed(view: list[Message]) -> str:
+    """The view's bytes, but a summary's wall-clock timestamp (taken when it is swapped in)."""
+    clean = [{**m, "metadata": {**m["metadata"], "timestamp": None}} if is_summary(m) else m for m in view]
+    return json.dumps(clean)
+
+
+def answering_results(stored: list[Message]) -> list[Message]:
+    """Stored tool results a view may hold: the first answer to a call of the nearest group, not held."""
+    held = in_flight_start(stored)
+    out: list[Message] = []
+    open_ids: set[str] = set()
+    for message in stored[:held]:
+        if message.get("role") == "assistant" and message.get("tool_calls"):
+            open_ids = {c.get("id") for c in message["tool_calls"] if isinstance(c, dict)}
+        elif message.get("role") == "tool" and message.get("tool_call_id") in open_ids:
+            open_ids.discard(message["tool_call_id"])
+            out.append(message)
+    return out
+
+
 # --- the driver ---------------------------------------------------------------------------------------
 
 
@@ -408,6 +459,7 @@ class Session:
     failed_loud: bool = False
     call_serial: int = 0
     previous_ids: list[str] = field(default_factory=list)
+    options: dict[str, Any] = field(default_factory=dict)
 
     def tag(self) -> str:
         self.serial += 1
@@ -439,7 +491,7 @@ class Session:
         elif kind == "assistant":
             await self.add({"role": "assistant", "content": text_of(f"m{self.serial + 1}", op[1])})
         elif kind == "tools":
-            await self.tool_turn(op[1], op[2], op[3])
+            await self.tool_turn(op[1], op[2], op[3], op[4] if len(op) > 4 else [])
         elif kind == "usage":
             await self.bad_usage(op[1])
         elif kind == "system":
@@ -458,8 +510,27 @@ class Session:
         }[shape]
         await self.ctx._on_llm_response("llm:response", payload)
 
+    async def restored_twin(self) -> None:
+        """A new manager given the history and ``snapshot_state()`` sends the same next view, byte for byte."""
+        if self.ctx._summarization_task is not None:
+            return  # a summary in flight is not part of the snapshot's promise
+        twin = SimpleContextManager(hooks=Hooks(), **self.options)
+        if self.ctx._system_prompt_factory is not None:
+            await twin.set_system_prompt_factory(self.ctx._system_prompt_factory)
+        await twin.set_messages([wire(m) for m in await self.ctx.get_messages()])
+        twin.restore_state(self.ctx.snapshot_state())
+        events_before = self.checker.hooks.count("context:compaction")
+        log_start = len(self.checker.records.messages)
+        here = await self.ctx.get_messages_for_request(token_budget=self.token_budget, provider=self.provider)
+        self.checker.check(here, events_before, log_start)
+        there = await twin.get_messages_for_request(token_budget=self.token_budget, provider=self.provider)
+        assert untimed(there) == untimed(here), "restored twin sends a different view"
+        event("restored twin compared")
+
     async def resume(self, how: int) -> None:
         """set_messages with the stored history (0), with a tool result (1) or a call (2) deleted."""
+        if how == 0:
+            await self.restored_twin()
         stored = [wire(m) for m in await self.ctx.get_messages()]
         role = {1: "tool", 2: "assistant"}.get(how)
         doomed = [i for i, m in enumerate(stored) if m.get("role") == role and (how == 1 or m.get("tool_calls"))]
@@ -473,7 +544,7 @@ class Session:
         event("resume")
         await self.request()
 
-    async def tool_turn(self, calls: list[tuple], reverse: bool, orphan: int) -> None:
+    async def tool_turn(self, calls: list[tuple], reverse: bool, orphan: int, hooks: list) -> None:
         ids: list[str | None] = []
         for _, _, fate, _, _ in calls:
             self.call_serial += 1
@@ -496,6 +567,12 @@ class Session:
         results += [(i, c) for i, c in results if c[2] == "duplicate"]
         if orphan == 0:
             results.append(("call_nobody", ("read", "openai", "ok", 10, 1)))
+        for role, size in hooks if results else []:  # loop-basic: tool:post injections before the results
+            tag = f"m{self.serial + 1}"
+            text = text_of(tag, size + 1)  # amplifier-core stores an injection's text as given
+            if role == "user":
+                text = f"<system-reminder>\n{text}\n</system-reminder>"
+            await self.add({"role": role.split("_")[0], "content": text}, source="hook")
         for call_id, (name, _, _, size, blocks) in reversed(results) if reverse else results:
             tag = f"m{self.serial + 1}"
             content: Any = text_of(tag, size) if blocks else [{"type": "text", "text": text_of(tag, size)}]
@@ -524,7 +601,7 @@ def build(cfg: dict[str, Any], budget: tuple, factory: bool, spill: Path) -> tup
     records = Records()
     checker = Checker(ctx, cfg, expected_budget(cfg, budget), hooks, records, factory)
     explicit = budget[1] if budget[0] == "explicit" else None
-    return ctx, Session(ctx, checker, Provider(defaults), explicit, 1.0)
+    return ctx, Session(ctx, checker, Provider(defaults), explicit, 1.0, options=options)
 
 
 async def run(
@@ -548,6 +625,7 @@ async def run(
             await ctx.set_system_prompt_factory(prompt)
         for op in ops:
             await session.play(op)
+        await session.restored_twin()  # every session ends by resuming from its snapshot
     except RuntimeError as exc:  # the one documented failure: clear-at-least refused too often
         assert "could not be satisfied" in str(exc), exc
         assert cfg["compact_clear_at_least"] not in (None, 0, -3, "lots")

@@ -313,3 +313,25 @@ def test_any_history_repairs_to_a_valid_view(view: list[dict[str, Any]]) -> None
     # The manager repairs only what follows the clean prefix: same view, same report.
     resume = scan_clean(view)[1]
     assert repair_view(view, resume) == (out, report)
+
+
+@pytest.mark.asyncio
+async def test_a_hook_injection_before_the_results_holds_the_group_back() -> None:
+    """Review regression: loop-basic stores a tool:post injection before the results. A request in
+    between sent a synthetic "no result" for the call; when the real result arrived the meter's
+    append-only total kept the synthetic's count (150 tokens for a 1,600-token view), so nothing
+    compacted and no OVER BUDGET warning was given."""
+    from amplifier_module_context_simple import SimpleContextManager
+
+    ctx = SimpleContextManager(max_tokens=400, protected_tool_results=0)
+    call = {"id": "a", "type": "function", "function": {"name": "read", "arguments": "{}"}}
+    await ctx.add_message({"role": "user", "content": "hi"})
+    await ctx.add_message({"role": "assistant", "content": "", "tool_calls": [call]})
+    await ctx.add_message({"role": "system", "content": "hook says", "metadata": {"source": "hook"}})
+    between = await ctx.get_messages_for_request()
+    assert between[-1].get("tool_calls") and not any(m["role"] == "tool" for m in between)
+    await ctx.add_message({"role": "tool", "tool_call_id": "a", "content": "x" * 6_000})
+    view = await ctx.get_messages_for_request()
+    assert ctx._last_token_meter_stats["used_tokens"] > 1_000  # the real result is counted
+    assert ctx._last_compaction_stats is not None
+    assert view_problems(view) == []

@@ -506,3 +506,28 @@ async def test_mount_works_without_or_with_a_failing_capability_registry() -> No
     await mount(refusing, {})
     faults = refusing.mounted["context"].fault_stats
     assert {k: v for k, v in faults.items() if v} == {"capability_register_failures": 1}
+
+
+@pytest.mark.asyncio
+async def test_a_restored_duplicate_result_does_not_change_the_notice() -> None:
+    """Review regression: restore closed removals over a group's duplicate result (no view holds it),
+    so the restored notice said "6 removed" where the uninterrupted run said 5."""
+    config = {"max_tokens": 400, "protected_tool_results": 0, "compaction_notice_min_level": 0}
+    ctx = SimpleContextManager(**config)
+    for text in ("system one", "system two"):
+        await ctx.add_message({"role": "system", "content": text})
+    for turn in range(5):
+        await ctx.add_message({"role": "user", "content": f"m{turn}"})
+    calls = [{"id": f"c{i}", "type": "function", "function": {"name": "read", "arguments": "{}"}} for i in range(4)]
+    await ctx.add_message({"role": "assistant", "content": "", "tool_calls": calls})
+    for call_id in ("c0", "c1", "c2", "c3", "c3"):  # c3 answered twice: the view drops the duplicate
+        await ctx.add_message({"role": "tool", "tool_call_id": call_id, "content": [{"type": "text", "text": ""}]})
+    await ctx.add_message({"role": "user", "content": "m5"})
+    await ctx.get_messages_for_request(token_budget=1_000)
+    twin = SimpleContextManager(**config)
+    stored = [{**m, "metadata": {k: v for k, v in m["metadata"].items() if k != "_seq"}} for m in ctx.messages]
+    await twin.set_messages(stored)
+    twin.restore_state(roundtrip(ctx.snapshot_state()))
+    expected = wire(await ctx.get_messages_for_request(token_budget=1_000))
+    assert "removed" in expected
+    assert wire(await twin.get_messages_for_request(token_budget=1_000)) == expected

@@ -165,6 +165,8 @@ async def test_a_failing_summarizer_leaves_exactly_the_progressive_views(mode: s
     refused = mode == "huge"  # the shrink guard: not a failure
     assert (ctx._summarization_failures > 0) != refused
     assert (ctx.fault_stats.get("summarization_failures", 0) > 0) != refused
+    # No refused summary took a _seq: set_messages (resume) re-stamps 0..N-1 (review regression).
+    assert [m["metadata"]["_seq"] for m in ctx.messages] == list(range(len(ctx.messages))) == [*range(ctx._next_seq)]
 
 
 @pytest.mark.asyncio
@@ -313,7 +315,8 @@ async def test_the_shrink_guard_refuses_a_summary_not_smaller_than_its_span(capl
         view = await ctx.get_messages_for_request()
     assert ctx.messages == stored and ctx._pending_summary is None and ctx._summary_absorbed_count == 0
     assert ctx._summarization_failures == 0 and "summary refused" in caplog.text
-    assert ctx._next_seq == 7 and not any(is_summary(m) for m in view)
+    # The refused summary takes no _seq (issue 12 item 2): _seq stays the position, as set_messages stamps it.
+    assert ctx._next_seq == len(stored) == 6 and not any(is_summary(m) for m in view)
 
 
 @pytest.mark.asyncio
