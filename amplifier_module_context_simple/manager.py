@@ -402,6 +402,7 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResu
                 "baseline_view": list(source) if untouched else system + working,
                 "baseline_tokens": current,
                 "sticky": self._sticky_snapshot(),
+                "ledger": self._ledger,  # the refused plan may record a new one: roll it back too
                 "budget": budget,
             }
         plan = self._plan_compaction(working, system_tokens, target)
@@ -541,6 +542,7 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResu
             set(truncated),
             set(stubbed),
         )
+        self._ledger = pending.get("ledger")
         knobs = {
             "protected_recent": self.protected_recent,
             "protected_tool_results": self.protected_tool_results,

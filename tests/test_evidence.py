@@ -248,14 +248,6 @@ async def test_every_shipped_transcript_keeps_every_invariant_under_each_preset(
     assert ledgers >= len(WORKLOADS) // 2  # not vacuous: the ledger is in play on most sessions
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "manager.py request path: a clear-at-least refusal rolls the sticky sets back but not the ledger "
-        "the refused plan recorded, so the next request drops the ledger without a boundary (fix: keep "
-        "self._ledger in the pending capture next to _sticky_snapshot() and restore it with the sets)"
-    ),
-)
 @pytest.mark.asyncio
 async def test_a_refused_escalation_keeps_the_ledger_it_sent() -> None:
     """Review finding: after a clear-at-least refusal the next view lost the ledger the refused view
