@@ -43,11 +43,16 @@ class LadderPlan:
     stubbed: set[int] = field(default_factory=set)
 
 
+def last_results(tool_result_indices: list[int], keep: int) -> set[int]:
+    """The last ``keep`` of the tool results' positions (none when ``keep`` <= 0: ``[-0:]`` is everything)."""
+    return set(tool_result_indices[-keep:]) if keep > 0 else set()
+
+
 def protected_tool_indices(messages: list[Message], keep: int) -> set[int]:
-    """Indices of the last ``keep`` tool results (none when ``keep`` <= 0: ``[-0:]`` is everything)."""
+    """Indices of the last ``keep`` tool results of ``messages``."""
     if keep <= 0:
         return set()
-    return set([i for i, m in enumerate(messages) if m.get("role") == "tool"][-keep:])
+    return last_results([i for i, m in enumerate(messages) if m.get("role") == "tool"], keep)
 
 
 def _block_text(content: list[Any]) -> str:

@@ -26,7 +26,7 @@ from .config import (
 )
 from .estimate import CountCache, estimate_tokens, seq_of
 from .evidence import EvidenceMixin
-from .ladder import LadderOps
+from .ladder import LadderOps, last_results
 from .notice import RECENT_RESULTS_REMOVED_KEY, notice_message, removed_recent_results
 from .presets import apply_preset
 from .repair import repair_view, scan_clean
@@ -35,7 +35,7 @@ from .state import apply_snapshot, build_snapshot, validate_snapshot
 from .summary import SummaryMixin
 from .token_counter import resolve_counter
 from .token_meter import TokenMeterMixin
-from .tool_pairs import in_flight_start
+from .tool_pairs import in_flight_start, is_hook_injection
 from .tool_results import ToolResultMixin
 from .validation import validate_message
 from .view_cache import ViewCache
@@ -576,8 +576,7 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResu
 
     def _protected_tool_indices(self, tool_result_indices: list[int]) -> set[int]:
         """Of the tool results' positions, those never to truncate: the last ``protected_tool_results``."""
-        keep = self.protected_tool_results
-        return set(tool_result_indices[-keep:]) if keep > 0 else set()
+        return last_results(tool_result_indices, self.protected_tool_results)
 
     async def _emit(self, event: str, payload: dict[str, Any]) -> None:
         """Emit a hook event; a failing hook is logged and counted, never raised into the turn."""
@@ -597,9 +596,4 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResu
 
 def _kept_with_factory(message: Message) -> bool:
     """With a system prompt factory, stored system messages give way to it, except hook-injected ones."""
-    return message.get("role") != "system" or _is_hook_message(message)
-
-
-def _is_hook_message(message: Message) -> bool:
-    metadata = message.get("metadata")
-    return isinstance(metadata, dict) and metadata.get("source") == "hook"
+    return message.get("role") != "system" or is_hook_injection(message)

@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .tool_pairs import is_hook_injection
+
 # Stable bytes on purpose: the same broken view must always repair to the same request (prompt cache).
 SYNTHETIC_RESULT_TEXT = (
     "[context-simple: no result was recorded for this tool call; the session was interrupted before it "
@@ -59,12 +61,6 @@ def tool_call_ids(message: dict[str, Any]) -> list[str | None] | None:
 
 def _is_tool_result(message: dict[str, Any]) -> bool:
     return message.get("role") == "tool"
-
-
-def _is_hook_injection(message: dict[str, Any]) -> bool:
-    """A hook's ``inject_context`` (any role: amplifier-core honours ``context_injection_role``)."""
-    metadata = message.get("metadata")
-    return isinstance(metadata, dict) and metadata.get("source") == "hook"
 
 
 def synthetic_result(call_id: str) -> dict[str, Any]:
@@ -177,7 +173,7 @@ def repair_view(messages: list[dict[str, Any]], start: int = 0) -> tuple[list[di
                 scan.tool_result(message)
             continue
         if group_start >= 0:
-            if (message.get("role") != "assistant" or _is_hook_injection(message)) and scan.waiting():
+            if (message.get("role") != "assistant" or is_hook_injection(message)) and scan.waiting():
                 scan.defer(message)
                 continue
             scan.close_group()

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .tool_pairs import is_hook_injection
+
 REPLAY_ENVELOPE_SOURCE = "context-replay"
 REMINDER_ENVELOPE_PREFIX = "<system-reminder"
 
@@ -25,8 +27,7 @@ def is_real_user_message(entry: Any) -> bool:
     reminder envelope."""
     if not isinstance(entry, dict) or entry.get("role") != "user" or "tool_call_id" in entry:
         return False
-    metadata = entry.get("metadata")
-    if isinstance(metadata, dict) and metadata.get("source") == "hook":
+    if is_hook_injection(entry):
         return False  # a hook's inject_context: amplifier-core stores its text as given, often unwrapped
     content = entry.get("content")
     if isinstance(content, str):

@@ -69,12 +69,15 @@ def tool_groups(messages: list[dict[str, Any]]) -> dict[int, tuple[int, ...]]:
     return groups
 
 
-def _held_in_group(message: dict[str, Any]) -> bool:
-    """A result, or a hook's injection (stored by loop-basic between a call and its results)."""
-    if message.get("role") == "tool":
-        return True
+def is_hook_injection(message: dict[str, Any]) -> bool:
+    """A hook's ``inject_context`` (any role: amplifier-core honours ``context_injection_role``)."""
     metadata = message.get("metadata")
     return isinstance(metadata, dict) and metadata.get("source") == "hook"
+
+
+def _held_in_group(message: dict[str, Any]) -> bool:
+    """A result, or a hook's injection (stored by loop-basic between a call and its results)."""
+    return message.get("role") == "tool" or is_hook_injection(message)
 
 
 def in_flight_start(messages: list[dict[str, Any]]) -> int | None:
