@@ -25,6 +25,7 @@ from .config import (
     TOKEN_METER_HYBRID,
     TOOL_RESULT_SHAPE_HEAD,
     TOOL_RESULT_SHAPE_HEAD_TAIL,
+    already_reported,
     parse_config,
 )
 from .manager import SimpleContextManager
@@ -107,7 +108,8 @@ async def mount(coordinator: Any, config: dict[str, Any] | None = None) -> Any:
     """Validate ``config``, mount a SimpleContextManager at ``context`` and return its cleanup."""
     options = parse_config(config)
     hooks = getattr(coordinator, "hooks", None)
-    context = SimpleContextManager(hooks=hooks, **{k: v for k, v in options.items() if k in DEFAULTS})
+    with already_reported():  # parse_config() warned about every odd value once
+        context = SimpleContextManager(hooks=hooks, **{k: v for k, v in options.items() if k in DEFAULTS})
     unregister = None
     if hooks is not None:
         unregister = hooks.register("llm:response", context._on_llm_response, priority=50, name="context-simple-meter")

@@ -1,17 +1,21 @@
 """Every configuration key in one place: defaults, parsing and validation.
 
-The defaults table is the README's. Keys the original module documented as "warn and fall back"
-keep that behaviour; every other bad value raises ``ValueError`` naming the key, the value and
-the allowed range, so a misconfigured bundle fails at mount instead of mid-session.
+The defaults table is the README's. This is a drop-in replacement, so every value the original
+module accepts and runs with is accepted here too: an odd one (a target at or above the threshold,
+a fraction outside [0, 1], a negative count) gets one warning naming the key, the value and what
+follows, and the original's behaviour. ``ValueError`` is kept for what cannot work at all: a wrong
+type or a non-finite number that would fail later, mid-session.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import difflib
 import logging
 import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from .presets import preset_settings
@@ -89,6 +93,26 @@ def _bad(key: str, value: Any, allowed: str) -> ValueError:
     return ValueError(f"context-simple: invalid {key}={value!r}; allowed: {allowed}")
 
 
+# Set while mount() builds the manager from options parse_config() already checked and reported.
+_REPORTED = contextvars.ContextVar("context_simple_config_reported", default=False)
+
+
+@contextlib.contextmanager
+def already_reported() -> Iterator[None]:
+    """Validate again without repeating the warnings (mount: parse_config, then the constructor)."""
+    token = _REPORTED.set(True)
+    try:
+        yield
+    finally:
+        _REPORTED.reset(token)
+
+
+def warn(message: str, *args: Any) -> None:
+    """One configuration warning; silent while the same options are validated a second time."""
+    if not _REPORTED.get():
+        logger.warning("context-simple: " + message, *args)
+
+
 def _int_at_least(low: int) -> Callable[[str, Any], int]:
     def check(key: str, value: Any) -> int:
         if not _is_int(value) or value < low:
@@ -98,21 +122,58 @@ def _int_at_least(low: int) -> Callable[[str, Any], int]:
     return check
 
 
-def _int_any(key: str, value: Any) -> int:
-    if not _is_int(value):
-        raise _bad(key, value, "an integer (values <= 0 protect no tool results)")
-    return value
+def _int_clamped(low: int, meaning: str) -> Callable[[str, Any], int]:
+    """An integer; below ``low`` the original ran as ``low`` (``meaning`` says what that does)."""
+
+    def check(key: str, value: Any) -> int:
+        if not _is_int(value):
+            raise _bad(key, value, f"an integer (below {low}: {meaning})")
+        if value < low:
+            warn("%s=%r is below %d; using %d (%s)", key, value, low, low, meaning)
+            return low
+        return value
+
+    return check
 
 
-def _fraction(low_open: bool, high: float = 1.0) -> Callable[[str, Any], float]:
+def _positive_tokens(key: str, value: Any) -> int:
+    # The original used any number as the budget; a float is whole tokens here, 0 or less cannot work.
+    if not _is_number(value) or value < 1:
+        raise _bad(key, value, "a number of tokens >= 1")
+    return int(value)
+
+
+def _fraction(low_open: bool, high: float = 1.0, effect: str = "") -> Callable[[str, Any], float]:
+    """A finite number; outside its documented range it still runs as in the original, with a warning."""
+
     def check(key: str, value: Any) -> float:
-        ok = _is_number(value) and (value > 0 if low_open else value >= 0) and value <= high
-        if not ok:
+        if not _is_number(value):
             bound = "(0" if low_open else "[0"
-            raise _bad(key, value, f"a number in {bound}, {high}]")
+            raise _bad(key, value, f"a finite number (documented range {bound}, {high}])")
+        inside = (value > 0 if low_open else value >= 0) and value <= high
+        if not inside:
+            bound = "(0" if low_open else "[0"
+            warn("%s=%r is outside %s, %s]; used as given%s", key, value, bound, high, effect and f" ({effect})")
         return float(value)
 
     return check
+
+
+def _strict_fraction(high: float) -> Callable[[str, Any], float]:
+    """A key of this module only (no original accepted other values): [0, high] or ValueError."""
+
+    def check(key: str, value: Any) -> float:
+        if not (_is_number(value) and 0 <= value <= high):
+            raise _bad(key, value, f"a number in [0, {high}]")
+        return float(value)
+
+    return check
+
+
+def _protected_share(key: str, value: Any) -> float:
+    # The original's int(n * (1 - share)) protects everything above 1 and nothing below 0: clamp to say so.
+    share = _fraction(low_open=False)(key, value)
+    return min(1.0, max(0.0, share))
 
 
 # One rule for every boolean key: real bools, and the words YAML users write (never truthiness).
@@ -135,7 +196,14 @@ def _boolean(key: str, value: Any) -> bool:
         return bool(value)
     word = _BOOLEAN_WORDS.get(value.strip().lower()) if isinstance(value, str) else None
     if word is None:
-        raise _bad(key, value, 'true or false (or "yes"/"no", "on"/"off", "1"/"0")')
+        # The original read any value by truthiness and ran: so does this, but says so.
+        word = bool(value)
+        warn(
+            '%s=%r is not true or false (or "yes"/"no", "on"/"off", "1"/"0"); read as %s by truthiness',
+            key,
+            value,
+            word,
+        )
     return word
 
 
@@ -150,11 +218,23 @@ def _optional_str(key: str, value: Any) -> str | None:
 NOTICE_VERBOSITIES = ("minimal", "normal", "verbose")
 
 
+def _closest(value: Any, choices: Any) -> str:
+    close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def _verbosity(key: str, value: Any) -> str:
-    # The original accepted any string (everything but "minimal" renders the full notice): a typo
-    # such as "minimall" silently gave the long notice, so only the documented values pass.
+    # The original accepts any value and renders the full notice for everything but "minimal": so
+    # does this module, but a typo such as "minimall" is named instead of passing in silence.
     if value not in NOTICE_VERBOSITIES:
-        raise _bad(key, value, '"minimal", "normal" or "verbose"')
+        warn(
+            "%s=%r is unknown%s; the full notice is shown (valid: %s)",
+            key,
+            value,
+            _closest(value, NOTICE_VERBOSITIES),
+            ", ".join(NOTICE_VERBOSITIES),
+        )
+        return "normal"
     return value
 
 
@@ -162,7 +242,14 @@ def _choice(choices: tuple[str, ...], fallback: str, label: str) -> Callable[[st
     def check(key: str, value: Any) -> str:
         if value in choices:
             return value
-        logger.warning("context-simple: unknown %s %r; falling back to %r", label, value, fallback)
+        warn(
+            "unknown %s %r%s; falling back to %r (valid: %s)",
+            label,
+            value,
+            _closest(value, choices),
+            fallback,
+            ", ".join(choices),
+        )
         return fallback
 
     return check
@@ -173,15 +260,24 @@ def _summary_call_mode(key: str, value: Any) -> str:
         return SUMMARY_CALL_MODE_STANDALONE
     if value in (SUMMARY_CALL_MODE_STANDALONE, SUMMARY_CALL_MODE_FORK):
         return value
-    logger.warning("context-simple: unknown summary_call_mode %r; falling back to 'standalone'", value)
+    warn("unknown summary_call_mode %r; falling back to 'standalone'", value)
     return SUMMARY_CALL_MODE_STANDALONE
 
 
 def _max_skips(key: str, value: Any) -> int:
-    # Integers only: the original's int() turned 2.7 into 2, "3" into 3 and inf into an OverflowError.
-    if not _is_int(value):
+    # As the original: max(1, int(value)), so 2.7 runs as 2 and "3" as 3 (each named in a warning);
+    # what int() refuses (inf, NaN, "lots", None) failed the original's constructor too.
+    if isinstance(value, bool):
         raise _bad(key, value, "an integer (0 and below clamp to 1)")
-    return max(1, value)
+    try:
+        number = int(value)
+    except (TypeError, ValueError, OverflowError):
+        raise _bad(key, value, "an integer (0 and below clamp to 1)") from None
+    if not _is_int(value):
+        warn("%s=%r is not an integer; using %d, as int() reads it", key, value, max(1, number))
+    if number < 1:
+        warn("%s=%r is below 1; using 1 (the first refusal past the cap raises)", key, value)
+    return max(1, number)
 
 
 def _timeout(key: str, value: Any) -> float:
@@ -195,7 +291,7 @@ def _tool_budget(key: str, value: Any) -> int | None:
         return None
     if _is_int(value) and value >= 1:
         return value
-    logger.warning("context-simple: tool_result_budget_tokens=%r is not an integer >= 1; disabled", value)
+    warn("tool_result_budget_tokens=%r is not an integer >= 1; disabled", value)
     return None
 
 
@@ -203,15 +299,15 @@ def _budget_by_tool(key: str, value: Any) -> dict[str, int]:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        logger.warning("context-simple: tool_result_budget_by_tool=%r is not a mapping; ignored", value)
+        warn("tool_result_budget_by_tool=%r is not a mapping; ignored", value)
         return {}
     kept: dict[str, int] = {}
     for name, budget in value.items():
         if isinstance(name, str) and name and _is_int(budget) and budget >= 1:
             kept[name] = budget
         else:
-            logger.warning(
-                "context-simple: tool_result_budget_by_tool entry %r=%r dropped (want name: int >= 1)",
+            warn(
+                "tool_result_budget_by_tool entry %r=%r dropped (want name: int >= 1)",
                 name,
                 budget,
             )
@@ -254,8 +350,10 @@ def _clear_at_least(key: str, value: Any) -> Any:
     except (TypeError, ValueError):
         number = math.nan
     if not math.isfinite(number):
-        logger.warning("context-simple: compact_clear_at_least=%r is not a (finite) number; disabled", value)
+        warn("compact_clear_at_least=%r is not a (finite) number; disabled", value)
         return None
+    if number < 0:
+        warn("compact_clear_at_least=%r is negative; disabled (0 and below mean off)", value)
     return value
 
 
@@ -313,23 +411,23 @@ def _preset(key: str, value: Any) -> str | None:
 
 
 _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
-    "max_tokens": _int_at_least(1),
-    "compact_threshold": _fraction(low_open=True),
-    "target_usage": _fraction(low_open=True),
-    "protected_recent": _fraction(low_open=False),
-    "protected_tool_results": _int_any,
-    "truncate_chars": _int_at_least(1),
+    "max_tokens": _positive_tokens,
+    "compact_threshold": _fraction(low_open=True, effect="at or below 0 every request compacts, above 1 none fits"),
+    "target_usage": _fraction(low_open=True, effect="the ladder cuts down to this share of the budget"),
+    "protected_recent": _protected_share,
+    "protected_tool_results": _int_clamped(0, "no tool result is protected from truncation"),
+    "truncate_chars": _int_clamped(0, "a truncated result keeps no characters of its head"),
     "compaction_notice_enabled": _boolean,
-    "compaction_notice_token_reserve": _int_at_least(0),
+    "compaction_notice_token_reserve": _int_clamped(0, "no tokens are reserved for the notice"),
     "compaction_notice_verbosity": _verbosity,
-    "compaction_notice_min_level": _int_at_least(0),
-    "output_reserve_fraction": _fraction(low_open=False),
+    "compaction_notice_min_level": _int_clamped(0, "every compaction gets a notice"),
+    "output_reserve_fraction": _fraction(low_open=False, effect="the share of max_output_tokens kept for output"),
     "token_meter": _choice(TOKEN_METER_MODES, TOKEN_METER_ESTIMATE, "token_meter"),
     "token_counter": _token_counter,
     "compact_clear_at_least": _clear_at_least,
     "compact_max_consecutive_skips": _max_skips,
     "compaction_strategy": _choice(COMPACTION_STRATEGIES, COMPACTION_STRATEGY_PROGRESSIVE, "compaction_strategy"),
-    "summary_trigger": _fraction(low_open=True),
+    "summary_trigger": _fraction(low_open=True, effect="the share of the budget that starts a summary"),
     "summary_call_mode": _summary_call_mode,
     "summarization_model": _optional_str,
     "summarization_prompt_path": _optional_str,
@@ -344,19 +442,21 @@ _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "tool_result_spill_dir": _spill_dir,
     "replay_last_user_on_compaction": _boolean,
     "max_messages": _max_messages,
-    "evidence_ledger_share": _fraction(low_open=False, high=0.9),
+    "evidence_ledger_share": _strict_fraction(high=0.9),
     "preset": _preset,
 }
 
 
 def _check_consistency(options: Mapping[str, Any]) -> None:
-    """Refuse combinations no single key shows: a target at or above the trigger compacts every request."""
+    """Name combinations no single key shows; the original accepts them, and so does this module."""
     threshold, target = options.get("compact_threshold"), options.get("target_usage")
     if threshold is not None and target is not None and target >= threshold:
-        raise ValueError(
-            f"context-simple: invalid target_usage={target!r} with compact_threshold={threshold!r}; allowed: "
-            "target_usage below compact_threshold (compaction fires at the threshold and cuts down to the "
-            "target, so a target at or above it would make every request a compaction)"
+        # Tests of the original rely on it (0.5/0.5 forces a compaction on every request over 0.5).
+        warn(
+            "compact_threshold %r <= target_usage %r: every request over the threshold compacts, and a "
+            "view cut down to the target can still be over the threshold (the original's behaviour)",
+            threshold,
+            target,
         )
 
 
@@ -365,14 +465,22 @@ _PAIRED = ("compact_threshold", "target_usage")  # the keys _check_consistency r
 
 def normalize_options(options: Mapping[str, Any]) -> dict[str, Any]:
     """Validate known keys and return them normalized; unknown keys are the caller's business."""
-    normalized = {key: _VALIDATORS[key](key, value) for key, value in options.items() if key in _VALIDATORS}
-    _check_consistency(normalized)
-    return normalized
+    return {key: _VALIDATORS[key](key, value) for key, value in options.items() if key in _VALIDATORS}
 
 
 def _suggestion(key: Any) -> str:
     close = difflib.get_close_matches(str(key), list(DEFAULTS), n=1, cutoff=0.75)
     return f"{key!s} (did you mean {close[0]}?)" if close else str(key)
+
+
+def unknown_keyword_error(error: TypeError, names: Any) -> TypeError:
+    """The constructor's TypeError for a misspelled keyword, with the closest known name."""
+    for name in names:
+        if name not in DEFAULTS and name != "hooks":
+            close = difflib.get_close_matches(str(name), [*DEFAULTS, "hooks"], n=1, cutoff=0.75)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            return TypeError(f"SimpleContextManager got an unexpected keyword argument {name!r}{hint}")
+    return error
 
 
 def parse_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -429,9 +537,23 @@ class LiveOptions:
 
     _prompt_path_reported: str | None = None
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        # A misspelled key (ctx.target_usgae = 0.3) would silently create an attribute nothing reads.
+        if name[0] != "_" and name not in self.__dict__ and not hasattr(type(self), name):
+            close = difflib.get_close_matches(name, list(_VALIDATORS), n=1, cutoff=0.8)
+            if close and name != "messages":
+                logger.warning(
+                    "context-simple: %s is not a configuration key (did you mean %s?); "
+                    "the assignment sets an attribute nothing reads",
+                    name,
+                    close[0],
+                )
+        object.__setattr__(self, name, value)
+
     def _apply_options(self, options: Mapping[str, Any]) -> None:
         """Validate a full set of options together (the constructor's), then adopt them."""
         normalized = normalize_options(options)
+        _check_consistency(normalized)
         self.__dict__.update(normalized)
         for key, after in _AFTER_SET.items():
             if key in normalized:

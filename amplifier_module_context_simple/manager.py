@@ -474,7 +474,7 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResu
             if refused is not None:
                 return refused
         if final_tokens > budget:
-            self._warn_over_budget(level, final_tokens, budget, self._counts().total(system), target)
+            self._warn_over_budget(level, final_tokens, budget, self._system_tokens_as_stored(system), target)
         self._sticky_level = max(self._sticky_level, level)
         stats = {
             "before_tokens": before[0],
@@ -499,6 +499,13 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResu
         self._last_compaction_stats = stats
         await self._emit("context:compaction", dict(stats))
         return final
+
+    def _system_tokens_as_stored(self, system: list[Message]) -> int:
+        """The warning's system figure as the original prints it: its estimator over the stored dicts
+        (``_seq`` included); a configured counter counts as it does everywhere else."""
+        if self.token_counter == "estimate":
+            return self._estimate_tokens(system)
+        return self._counts().total(system)
 
     def _warn_over_budget(self, level: int, final_tokens: int, budget: int, system_tokens: int, target: int) -> None:
         if system_tokens > budget:

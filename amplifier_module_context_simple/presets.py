@@ -61,7 +61,12 @@ def apply_preset(init: Callable[..., None]) -> Callable[..., None]:
 
     @functools.wraps(init)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> None:
-        given = signature.bind_partial(self, *args, **kwargs).arguments
+        try:
+            given = signature.bind_partial(self, *args, **kwargs).arguments
+        except TypeError as error:
+            from .config import unknown_keyword_error  # config imports this module
+
+            raise unknown_keyword_error(error, kwargs) from None
         for key, value in preset_settings(given.get("preset")).items():
             if key not in given:
                 kwargs[key] = value

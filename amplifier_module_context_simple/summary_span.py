@@ -180,16 +180,19 @@ def excerpt(text: str, limit: int = _FORK_BOUNDARY_EXCERPT_CHARS) -> str:
 
 
 def fork_instruction(prompt: str, span: list[Message]) -> str:
-    """The summarization instruction appended after a forked prefix, scoped to the span."""
-    first = excerpt(format_messages_for_summarization(span[:1]))
+    """The summarization instruction appended after a forked prefix, scoped to the span.
+
+    Only the span's last message is quoted (as the original does): the request must stay smaller
+    than one that re-sends the span, which is the point of forking.
+    """
     last = excerpt(format_messages_for_summarization(span[-1:]))
     return (
         f"{prompt}\n\nSCOPE OF THIS SUMMARY. Summarize ONLY the OLDEST part of the conversation above: "
-        f"the {len(span)} message(s) that follow the user's first message, from the first excerpt below "
-        "through the second. Messages already marked as a context summary stay where they are: do not "
-        "restate them. Do not summarize anything after the second excerpt, and do not describe this "
-        f"instruction.\n\n--- first message of the span (verbatim excerpt) ---\n{first}\n--- end excerpt ---"
-        f"\n\n--- final message of the span (verbatim excerpt) ---\n{last}\n--- end excerpt ---"
+        f"the first {len(span)} message(s) after the user's first message (which stays as it is), "
+        "ending with the message quoted below. Messages already marked as a context summary stay where "
+        "they are: do not restate them. Do not summarize anything after the quoted message, and do not "
+        f"describe this instruction.\n\n--- final message of the span (verbatim excerpt) ---\n{last}\n"
+        "--- end excerpt ---"
     )
 
 

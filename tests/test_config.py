@@ -39,33 +39,143 @@ def refusal(call: Any) -> str:
     return str(caught.value)
 
 
-# ----- target and threshold ----------------------------------------------------------------------
+# ----- target and threshold: accepted, as the original does, with one warning ------------------
+
+
+async def serve(ctx: SimpleContextManager, budgets: tuple[int, ...] = (3000, 2000, 1500)) -> list[list[Any]]:
+    """Add a session and serve a request per budget: the configuration must run, not only construct."""
+    for message in build("S U T* T T T A U"):
+        await ctx.add_message(stamped(message))
+    views = []
+    for budget in budgets:
+        await ctx.add_message(stamped({"role": "user", "content": "more"}))
+        views.append(await ctx.get_messages_for_request(token_budget=budget))
+    return views
+
+
+def config_warnings(caplog: Any, *names: str) -> list[str]:
+    texts = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    return [text for text in texts if all(name in text for name in names)]
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize(("target", "threshold"), [(0.95, 0.5), (0.9, 0.3), (0.5, 0.5)])
-async def test_a_target_at_or_above_the_threshold_is_refused_naming_both(target, threshold):
-    with pytest.raises(ValueError) as caught:
-        await mounted({"target_usage": target, "compact_threshold": threshold})
-    message = str(caught.value)
-    assert f"target_usage={target!r}" in message and f"compact_threshold={threshold!r}" in message
-    assert refusal(lambda: SimpleContextManager(target_usage=target, compact_threshold=threshold)) == message
+@pytest.mark.parametrize(("target", "threshold"), [(0.95, 0.5), (0.5, 0.5), (0.2, 0.1), (0.5, 0.05), (0.2, 0.01)])
+async def test_a_target_at_or_above_the_threshold_runs_with_one_warning(target, threshold, caplog):
+    """Issue 19: the original's own tests build such managers to compact on every request."""
+    config = {"target_usage": target, "compact_threshold": threshold}
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        ctx = await mounted(config)
+        views = await serve(ctx)
+    said = config_warnings(caplog, f"compact_threshold {threshold!r} <= target_usage {target!r}")
+    assert len(said) == 1 and "every request over the threshold compacts" in said[0]
+    assert (ctx.target_usage, ctx.compact_threshold) == (target, threshold)
+    assert all(views) and ctx._last_compaction_stats is not None  # it compacted, as the original would
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        direct = SimpleContextManager(**config)
+    assert len(config_warnings(caplog, "compact_threshold")) == 1 and direct.target_usage == target
 
 
 @pytest.mark.asyncio
-async def test_a_target_above_the_default_threshold_is_refused_alone():
-    with pytest.raises(ValueError, match="compact_threshold=0.92"):
-        await mounted({"target_usage": 0.95})
+async def test_a_target_above_the_default_threshold_alone_is_accepted(caplog):
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        ctx = await mounted({"target_usage": 0.95})
+    assert ctx.target_usage == 0.95 and config_warnings(caplog, "compact_threshold 0.92 <= target_usage 0.95")
 
 
-def test_assignments_keep_the_target_below_the_threshold():
+def test_assignments_in_either_order_are_accepted_with_a_warning(caplog):
     ctx = SimpleContextManager()
-    mount_message = refusal(lambda: SimpleContextManager(compact_threshold=0.4))
-    assert refusal(lambda: setattr(ctx, "compact_threshold", 0.4)) == mount_message
-    assert (ctx.compact_threshold, ctx.target_usage) == (0.92, 0.5)  # nothing changed
-    ctx.target_usage = 0.2
-    ctx.compact_threshold = 0.4  # in this order both are fine
-    assert (ctx.compact_threshold, ctx.target_usage) == (0.4, 0.2)
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        ctx.compact_threshold = 0.4  # the target 0.5 is now above it: the original accepts this
+    assert (ctx.compact_threshold, ctx.target_usage) == (0.4, 0.5)
+    assert len(config_warnings(caplog, "compact_threshold 0.4 <= target_usage 0.5")) == 1
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        ctx.target_usage = 0.2
+    assert ctx.target_usage == 0.2 and not caplog.records
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("key", "value", "used"),
+    [
+        ("compact_threshold", 1.5, 1.5),
+        ("compact_threshold", 0.0, 0.0),
+        ("target_usage", 1.2, 1.2),
+        ("protected_recent", 1.5, 1.0),
+        ("protected_recent", -0.2, 0.0),
+        ("output_reserve_fraction", 1.5, 1.5),
+        ("summary_trigger", 1.4, 1.4),
+        ("protected_tool_results", -3, 0),
+        ("truncate_chars", -5, 0),
+        ("compaction_notice_token_reserve", -1, 0),
+        ("compaction_notice_min_level", -1, 0),
+        ("compact_max_consecutive_skips", -2, 1),
+        ("compact_max_consecutive_skips", 2.7, 2),
+        ("compact_max_consecutive_skips", "3", 3),
+        ("compact_clear_at_least", -5, -5),
+        ("compaction_notice_verbosity", "minimall", "normal"),
+        ("compaction_notice_verbosity", None, "normal"),
+        ("compaction_notice_enabled", "maybe", True),
+        ("replay_last_user_on_compaction", None, False),
+    ],
+)
+async def test_odd_values_the_original_runs_with_are_accepted_warned_once_and_served(key, value, used, caplog):
+    """Issue 19 and issue 23 item 3: never refuse what the original accepts; name the key and the outcome."""
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        ctx = await mounted({key: value})
+        views = await serve(ctx)
+    assert getattr(ctx, key) == used and all(views)
+    assert len(config_warnings(caplog, f"{key}={value!r}")) == 1, caplog.text
+    live = SimpleContextManager()
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        setattr(live, key, value)
+    assert getattr(live, key) == used and len(config_warnings(caplog, f"{key}={value!r}")) == 1
+
+
+@pytest.mark.parametrize(("value", "closest"), [("hybird", "hybrid"), ("actaul", "actual"), ("psychic", None)])
+def test_an_unknown_token_meter_names_the_valid_values_and_the_closest(value, closest, caplog):
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        ctx = SimpleContextManager(token_meter=value)
+    assert ctx.token_meter == "estimate"
+    assert "estimate, actual, hybrid" in caplog.text
+    assert (f"did you mean {closest!r}?" in caplog.text) == (closest is not None)
+
+
+def test_a_misspelled_constructor_keyword_names_the_right_one():
+    with pytest.raises(TypeError, match=r"'target_usgae' \(did you mean target_usage\?\)"):
+        SimpleContextManager(target_usgae=0.3)
+    with pytest.raises(TypeError, match="'completely_unrelated'"):
+        SimpleContextManager(completely_unrelated=1)
+
+
+def test_a_misspelled_live_attribute_is_named_with_the_right_one(caplog):
+    ctx = SimpleContextManager()
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        ctx.target_usgae = 0.3
+        ctx.my_own_note = "kept"  # an unrelated attribute is the caller's business: no warning
+        ctx.messages = []
+    assert ctx.target_usage == 0.5 and "did you mean target_usage?" in caplog.text
+    assert len(caplog.records) == 1 and ctx.my_own_note == "kept"
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("compact_threshold", "0.9"),
+        ("target_usage", math.nan),
+        ("protected_recent", None),
+        ("max_tokens", 0),
+        ("compact_max_consecutive_skips", math.inf),
+        ("compact_max_consecutive_skips", "lots"),
+        ("truncate_chars", "250"),
+    ],
+)
+def test_what_cannot_work_at_all_is_still_refused(key, value):
+    """Wrong types and non-finite numbers failed later in the original (mid-session, or in int())."""
+    message = refusal(lambda: SimpleContextManager(**{key: value}))
+    assert key in message and repr(value) in message
 
 
 # ----- booleans ----------------------------------------------------------------------------------
@@ -76,15 +186,6 @@ def test_assignments_keep_the_target_below_the_threshold():
 @pytest.mark.parametrize(("value", "expected"), [(v, True) for v in TRUE_WORDS] + [(v, False) for v in FALSE_WORDS])
 async def test_booleans_follow_one_rule(key, value, expected):
     assert getattr(await mounted({key: value}), key) is expected
-
-
-@pytest.mark.asyncio
-@pytest.mark.parametrize("key", BOOLEAN_KEYS)
-@pytest.mark.parametrize("value", BAD_BOOLEANS)
-async def test_anything_else_is_refused_never_truthiness(key, value):
-    with pytest.raises(ValueError) as caught:
-        await mounted({key: value})
-    assert key in str(caught.value) and repr(value) in str(caught.value)
 
 
 @pytest.mark.asyncio
@@ -166,14 +267,6 @@ async def test_a_config_that_is_not_a_mapping_gets_a_clear_error(config):
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("value", ["minimall", "MINIMAL", "", 1, None])
-async def test_a_wrong_notice_verbosity_is_refused(value):
-    with pytest.raises(ValueError) as caught:
-        await mounted({"compaction_notice_verbosity": value})
-    assert '"minimal", "normal" or "verbose"' in str(caught.value)
-
-
-@pytest.mark.asyncio
 @pytest.mark.parametrize("value", ["minimal", "normal", "verbose"])
 async def test_the_documented_notice_verbosities_pass(value):
     assert (await mounted({"compaction_notice_verbosity": value})).compaction_notice_verbosity == value
@@ -184,13 +277,6 @@ async def test_summary_min_absorb_tokens_zero_point_zero_is_off_like_zero():
     assert (await mounted({"summary_min_absorb_tokens": 0.0})).summary_min_absorb_tokens == 0
     message = refusal(lambda: parse_config({"summary_min_absorb_tokens": -1}))
     assert "0 (off)" in message
-
-
-@pytest.mark.asyncio
-@pytest.mark.parametrize("value", [2.7, "3", math.inf, math.nan, True, None, 3.0])
-async def test_max_consecutive_skips_takes_integers_only(value):
-    with pytest.raises(ValueError, match="compact_max_consecutive_skips"):
-        await mounted({"compact_max_consecutive_skips": value})
 
 
 @pytest.mark.asyncio
@@ -246,13 +332,11 @@ async def test_a_float_token_budget_still_works():
     ("key", "value"),
     [
         ("target_usage", "half"),
-        ("compact_threshold", 1.5),
+        ("compact_threshold", "1.5"),
         ("max_tokens", 0),
         ("protected_tool_results", 2.5),
         ("truncate_chars", "250"),
-        ("compaction_notice_enabled", "maybe"),
-        ("compact_max_consecutive_skips", 2.7),
-        ("compaction_notice_verbosity", "minimall"),
+        ("compact_max_consecutive_skips", math.nan),
         ("summarization_timeout_s", -1),
         ("tool_result_exempt_tools", [1, 2]),
         ("tool_result_spill_dir", ""),
@@ -313,6 +397,5 @@ def test_a_live_preset_sets_its_keys_as_at_construction() -> None:
     for key in ("evidence_ledger_share", "target_usage", "compaction_notice_verbosity"):
         assert getattr(ctx, key) == getattr(built, key)
     ctx = SimpleContextManager(compact_threshold=0.25, target_usage=0.2)
-    with pytest.raises(ValueError, match="target_usage=0.3 with compact_threshold=0.25"):
-        ctx.preset = "evidence"  # its target 0.3 is not below 0.25: refused
-    assert (ctx.evidence_ledger_share, ctx.target_usage) == (0.0, 0.2)
+    ctx.preset = "evidence"  # its target 0.3 is above 0.25: accepted, as the keys would be, with a warning
+    assert (ctx.evidence_ledger_share, ctx.target_usage) == (0.7, 0.3)
