@@ -87,13 +87,16 @@ def argument_texts(message: dict) -> list[str]:
     return out
 
 
+def content_texts(content: object) -> list[str]:
+    """The text a model reads in a content value: a string, or the text of its text blocks (a list of
+    blocks is what hosts store for pastes and rich tool output; thinking blocks are not read)."""
+    if isinstance(content, str):
+        return [content]
+    if isinstance(content, list):
+        return [b["text"] for b in content if isinstance(b, dict) and isinstance(b.get("text"), str)]
+    return []
+
+
 def message_text(message: dict) -> str:
     """The text a model reads in a message: its content and its tool calls' argument values."""
-    content = message.get("content")
-    if isinstance(content, str):
-        parts = [content]
-    elif isinstance(content, list):
-        parts = [b.get("text", "") for b in content if isinstance(b, dict) and isinstance(b.get("text"), str)]
-    else:
-        parts = []
-    return "\n".join(parts + argument_texts(message))
+    return "\n".join(content_texts(message.get("content")) + argument_texts(message))

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .estimate import seq_of
-from .tool_pairs import has_tool_calls, tool_groups
+from .instructions import is_injected_instruction, is_instruction
+from .tool_pairs import has_tool_calls, is_hook_injection, tool_groups
 
 Message = dict[str, Any]
 STUB_MIN_CHARS = 80
@@ -82,6 +83,28 @@ def stub_user_message(message: Message) -> Message:
     }
 
 
+THINKING_BLOCKS = ("thinking", "redacted_thinking")
+
+
+def has_thinking(message: Message) -> bool:
+    """An assistant turn carrying extended-thinking blocks (their signatures must reach the API intact)."""
+    content = message.get("content")
+    return isinstance(content, list) and any(isinstance(b, dict) and b.get("type") in THINKING_BLOCKS for b in content)
+
+
+def _latest_thinking_call(messages: list[Message]) -> int:
+    """Index of the latest assistant turn with tool calls when it carries thinking blocks, else -1: the
+    API rejects a tool loop whose latest assistant turn lost them, so that group is never removed."""
+    for index in range(len(messages) - 1, -1, -1):
+        if has_tool_calls(messages[index]):
+            return index if has_thinking(messages[index]) else -1
+    return -1
+
+
+def _injected(message: Message) -> bool:
+    return is_hook_injection(message) or is_injected_instruction(message)
+
+
 class _Run:
     """One ladder pass: the working list, its running exact total and the decisions so far."""
 
@@ -133,13 +156,14 @@ class _Run:
         if n and has_tool_calls(self.messages[-1]):
             protected.add(n - 1)  # calls in flight (protected_recent=0): their results would arrive orphaned
         groups = tool_groups(self.messages)
+        protected |= set(groups.get(_latest_thinking_call(self.messages), ()))
         doomed: set[int] = set()
         for index, message in enumerate(self.messages):
             if self.fits():
                 break
-            if index in doomed or index in protected or self.ops.is_real_user(message):
+            if index in doomed or index in protected or self.ops.is_real_user(message) or is_instruction(message):
                 continue
-            members = groups.get(index, (index,))
+            members = self._with_injections(groups.get(index, (index,)))
             if any(member in protected for member in members):
                 continue
             doomed.update(members)
@@ -147,6 +171,18 @@ class _Run:
         self._drop(doomed)
         if not self.fits():
             self.stub_users(protected_recent)
+
+    def _with_injections(self, members: tuple[int, ...]) -> tuple[int, ...]:
+        """A tool group and the hook injections that follow it (stored inside it, moved after it by
+        repair): they talk about its output, so they go with it."""
+        if len(members) < 2:
+            return members
+        end = members[-1] + 1
+        while end < len(self.messages) and (
+            is_hook_injection(self.messages[end]) or is_injected_instruction(self.messages[end])
+        ):
+            end += 1
+        return (*members, *range(members[-1] + 1, end))
 
     def _drop(self, doomed: set[int]) -> None:
         for index in doomed:

@@ -26,9 +26,7 @@ _PREAMBLE = (
 
 def source_lines(message: Message) -> list[str]:
     """The stripped lines of a message's text and arguments that are long enough to carry evidence."""
-    content = message.get("content")
-    texts = [content] if isinstance(content, str) else []
-    texts += et.argument_texts(message)
+    texts = et.content_texts(message.get("content")) + et.argument_texts(message)
     return [s for text in texts for line in text.split("\n") if len(s := line.strip()) >= et.MIN_LINE_CHARS]
 
 

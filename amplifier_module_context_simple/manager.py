@@ -26,10 +26,11 @@ from .config import (
 )
 from .estimate import CountCache, estimate_tokens, seq_of
 from .evidence import EvidenceMixin
+from .instructions import hoist_all, is_injected_instruction, split_instructions
 from .ladder import LadderOps, last_results
-from .notice import RECENT_RESULTS_REMOVED_KEY, notice_message, removed_recent_results
+from .notice import INJECTIONS_REMOVED_KEY, RECENT_RESULTS_REMOVED_KEY, notice_message, removed_recent_results
 from .presets import apply_preset
-from .repair import repair_view, scan_clean
+from .repair_mirror import RepairMirror
 from .replay import build_replay, is_real_user_message
 from .state import apply_snapshot, build_snapshot, validate_snapshot
 from .summary import SummaryMixin
@@ -117,6 +118,7 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResu
         self._count_cache: CountCache | None = None
         self._derived: dict[tuple[int, str], tuple[Message, Any, Message]] = {}
         self._view_cache = ViewCache()
+        self._repair_mirror = RepairMirror()
         self._escalation_allowed = True
         self._last_measured_prompt_tokens: int | None = None
         self._last_token_meter_stats: dict[str, Any] | None = None
@@ -133,6 +135,7 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResu
         self._stubbed_seqs: set[int] = set()
         self._ledger: tuple[int, str, int] | None = None  # (anchor seq, text, removed count): evidence.py
         self._sticky_level = 0
+        self._hoist_limit: int | None = None  # instructions stored from this _seq on stay in place
         self._last_compaction_stats: dict[str, Any] | None = None
         self._last_replayed_boundary: tuple[int, int] | None = None
         self._clear_at_least_skips = 0
@@ -149,7 +152,7 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResu
         self._anchor_floor_fires = 0
         self._derived.clear()
         self._view_cache.invalidate()
-        self._clean_upto: tuple[int, Message] | None = None  # (length, last message) known clean
+        self._repair_mirror.reset(None)
         if self._count_cache is not None:
             self._count_cache.clear()
         self._reset_summary_state()
@@ -263,7 +266,8 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResu
         start = in_flight_start(working)
         if start is not None:
             working = working[:start]
-        return self._view_cache.note_repair(working, self._repair(working))
+        repaired, rewritten = self._repair(working)
+        return self._view_cache.note_repair(repaired, rewritten)
 
     async def _system_prompt(self) -> str:
         try:
@@ -282,20 +286,12 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResu
         self._last_good_system_prompt = prompt
         return prompt
 
-    def _repair(self, working: list[Message]) -> list[Message]:
-        """The view repaired for the provider; only messages added since the last clean scan are read."""
-        start = 0
-        if self._clean_upto is not None:
-            length, last = self._clean_upto
-            if length <= len(working) and working[length - 1] is last:
-                start = length
-        clean, resume = scan_clean(working, start)
-        self._clean_upto = (resume, working[resume - 1]) if resume > 0 else None
-        if clean:
-            return working
-        repaired, report = repair_view(working, resume)
+    def _repair(self, working: list[Message]) -> tuple[list[Message], bool]:
+        """The view repaired for the provider, and whether an earlier repaired view changed other than
+        by appends; only what was appended since the last settled point is read (repair_mirror.py)."""
+        repaired, report, rewritten = self._repair_mirror.repair(working, shared=self._view_cache.shared())
         if not report.broken:
-            return repaired  # unchanged, or only hook messages moved after their group: not a fault
+            return repaired, rewritten  # unchanged, or only hook messages moved after their group: no fault
         self._fault_counts["repair_synthetic_results"] += report.synthetic_results
         self._fault_counts["repair_orphans_dropped"] += report.orphans_dropped
         self._fault_counts["repair_duplicates_dropped"] += report.duplicates_dropped
@@ -304,7 +300,7 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResu
         if key not in self._reported_repairs:
             self._reported_repairs.add(key)
             logger.warning("context-simple: repaired a broken tool-call history in the view (%s)", report)
-        return repaired
+        return repaired, rewritten
 
     def _finalize_view(self, view: list[Message]) -> list[Message]:
         """Strip ``_seq``; remember the estimate (and, in fork mode, the view) of what is sent."""
@@ -375,20 +371,21 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResu
         source = list(self.messages) if source_messages is None else source_messages
         counts = self._counts()
         before = (counts.total(source), len(source))
-        system: list[Message] = []
-        non_system: list[Message] = []
-        for message in source:
-            (system if message.get("role") == "system" else non_system).append(message)
+        # Instructions lead the view; one stored after the last boundary stays in place (instructions.py).
+        system, non_system = split_instructions(source, self._hoist_limit)
         swapped = False
         if self.compaction_strategy == COMPACTION_STRATEGY_SUMMARY and self._pending_summary is not None:
             non_system, swapped = await self._swap_in_pending_summary(non_system)
         working = self._with_ledger(self._apply_sticky_decisions(non_system))
-        system_tokens = counts.total(system)
-        current = system_tokens + counts.total(working)
+        current = counts.total(system) + counts.total(working)
         target = int(budget * self.target_usage)
-        if not (self._escalation_allowed and self._exceeds_threshold(current, budget)):
-            if not swapped:
-                return system + working
+        escalate = self._escalation_allowed and self._exceeds_threshold(current, budget)
+        if not (escalate or swapped):
+            return system + working
+        baseline = system + working
+        system, working = hoist_all(system, working)  # a boundary: every instruction moves to the front
+        system_tokens = counts.total(system)
+        if not escalate:
             return await self._finalize_compaction_with_stats(system, working, 0, before, budget, target)
         # A summary swap already makes this request a boundary: a further escalation costs no extra
         # rebuild, and refusing it would leave the swap's changed view without a compaction event.
@@ -399,7 +396,7 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResu
             untouched = not (swapped or self._has_sticky_state() or self._last_compaction_stats)
             self._clear_at_least_pending = {
                 "required": required,
-                "baseline_view": list(source) if untouched else system + working,
+                "baseline_view": list(source) if untouched else baseline,
                 "baseline_tokens": current,
                 "sticky": self._sticky_snapshot(),
                 "ledger": self._ledger,  # the refused plan may record a new one: roll it back too
@@ -476,6 +473,7 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResu
         if final_tokens > budget:
             self._warn_over_budget(level, final_tokens, budget, self._system_tokens_as_stored(system), target)
         self._sticky_level = max(self._sticky_level, level)
+        self._hoist_limit = self._next_seq
         stats = {
             "before_tokens": before[0],
             "after_tokens": final_tokens,
@@ -495,6 +493,8 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResu
             stats["messages_absorbed_by_summary"] = self._summary_absorbed_count
         if removed := removed_recent_results(self.messages, final, self.protected_tool_results):
             stats[RECENT_RESULTS_REMOVED_KEY] = removed  # the notice must not claim them
+        if injections := self._injections_removed():
+            stats[INJECTIONS_REMOVED_KEY] = injections  # nor "all system messages"
         stats.update(self._evidence_stats(working))
         self._last_compaction_stats = stats
         await self._emit("context:compaction", dict(stats))
@@ -506,6 +506,11 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResu
         if self.token_counter == "estimate":
             return self._estimate_tokens(system)
         return self._counts().total(system)
+
+    def _injections_removed(self) -> int:
+        """System-role hook injections the ladder removed (the notice names them: not instructions)."""
+        removed = self._removed_seqs
+        return sum(1 for m in self.messages if is_injected_instruction(m) and seq_of(m) in removed) if removed else 0
 
     def _warn_over_budget(self, level: int, final_tokens: int, budget: int, system_tokens: int, target: int) -> None:
         if system_tokens > budget:

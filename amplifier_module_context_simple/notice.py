@@ -12,6 +12,8 @@ from .tool_pairs import in_flight_start
 NOTICE_SOURCE = "context-compaction"
 # Compaction stats key, present only when some of the last ``protected_tool_results`` results were removed.
 RECENT_RESULTS_REMOVED_KEY = "protected_tool_results_removed"
+# Present only when the ladder removed system-role hook injections (instructions.py): not instructions.
+INJECTIONS_REMOVED_KEY = "hook_injections_removed"
 
 _MINIMAL = (
     '<system-reminder source="context-compaction">\n'
@@ -75,6 +77,13 @@ def _recent_results_line(stats: dict[str, Any]) -> str:
     return f"- Last {keep} tool results (full content), except {removed} of them removed by compaction"
 
 
+def _system_line(stats: dict[str, Any]) -> str:
+    removed = stats.get(INJECTIONS_REMOVED_KEY, 0)
+    if not removed:
+        return "- All system messages (your instructions and identity)"
+    return f"- All system messages (your instructions and identity), except {removed} older hook reminders removed"
+
+
 def notice_text(stats: dict[str, Any], verbosity: str) -> str:
     """The notice body for the given stats; "minimal" is one sentence, anything else the summary."""
     if verbosity == "minimal":
@@ -91,7 +100,7 @@ def notice_text(stats: dict[str, Any], verbosity: str) -> str:
         f"- Tokens: {stats['before_tokens']:,} → {stats['after_tokens']:,} "
         f"(target: {stats['target_tokens']:,})\n\n"
         "What was preserved:\n"
-        "- All system messages (your instructions and identity)\n"
+        f"{_system_line(stats)}\n"
         "- Last user message (current task)\n"
         f"- Recent messages ({stats['protected_recent']:.0%} of conversation)\n"
         f"{_recent_results_line(stats)}\n\n"

@@ -147,23 +147,22 @@ def scan_clean(messages: list[dict[str, Any]], start: int = 0) -> tuple[bool, in
     return group_start == len(messages) - 1, group_start
 
 
-def repair_view(messages: list[dict[str, Any]], start: int = 0) -> tuple[list[dict[str, Any]], RepairReport]:
-    """Repair a view in one O(n) pass; return the same list object when nothing needed repair.
+@dataclass(frozen=True)
+class Settled:
+    """The last point of a scan after which nothing read later can change the output before it:
+    input index, output length, and the report's counts up to there."""
 
-    ``start`` is a group boundary up to which the view is known clean (see :func:`scan_clean`):
-    only what follows it is read.
+    index: int
+    out_length: int
+    report: RepairReport
 
-    Unanswered calls of a non-trailing assistant get synthetic results; orphan and duplicate tool
-    results are left out. A non-assistant message stored while the open group still waits for
-    results is moved after the group, so the results that follow it still answer their calls. A
-    trailing assistant (the last message) keeps its unanswered calls: the orchestrator is about to
-    run them.
-    """
-    if scan_clean(messages, start)[0]:
-        return messages, RepairReport()
+
+def repair_segment(messages: list[dict[str, Any]], start: int) -> tuple[list[dict[str, Any]], RepairReport, Settled]:
+    """Repair ``messages[start:]`` as :func:`repair_view` does after a settled ``start``; return the
+    repaired segment, its report, and the last settled point inside it (for the next scan to start at)."""
     scan = _Scan()
-    scan.out = messages[:start]
-    group_start = -1  # index of the open group's assistant, -1 when no group is open
+    group_start = -1
+    settled = Settled(start, 0, RepairReport())
     for index in range(start, len(messages)):
         message = messages[index]
         if _is_tool_result(message):
@@ -178,6 +177,7 @@ def repair_view(messages: list[dict[str, Any]], start: int = 0) -> tuple[list[di
                 continue
             scan.close_group()
             group_start = -1
+        settled = Settled(index, len(scan.out), _report(scan))  # no group open: what came before is final
         ids = tool_call_ids(message)
         if ids is not None:
             scan.open_group(ids)
@@ -185,8 +185,29 @@ def repair_view(messages: list[dict[str, Any]], start: int = 0) -> tuple[list[di
         scan.out.append(message)
     if group_start >= 0 and group_start != len(messages) - 1:
         scan.close_group()
-    report = RepairReport(scan.synthetic, scan.orphans, scan.duplicates, scan.no_id, scan.moved)
-    return (scan.out if report.changed else messages), report
+    return scan.out, _report(scan), settled
+
+
+def _report(scan: _Scan) -> RepairReport:
+    return RepairReport(scan.synthetic, scan.orphans, scan.duplicates, scan.no_id, scan.moved)
+
+
+def repair_view(messages: list[dict[str, Any]], start: int = 0) -> tuple[list[dict[str, Any]], RepairReport]:
+    """Repair a view in one O(n) pass; return the same list object when nothing needed repair.
+
+    ``start`` is a group boundary up to which the view is known clean (see :func:`scan_clean`):
+    only what follows it is read.
+
+    Unanswered calls of a non-trailing assistant get synthetic results; orphan and duplicate tool
+    results are left out. A non-assistant message stored while the open group still waits for
+    results is moved after the group, so the results that follow it still answer their calls. A
+    trailing assistant (the last message) keeps its unanswered calls: the orchestrator is about to
+    run them.
+    """
+    if scan_clean(messages, start)[0]:
+        return messages, RepairReport()
+    segment, report, _settled = repair_segment(messages, start)
+    return ([*messages[:start], *segment] if report.changed else messages), report
 
 
 def view_problems(messages: list[dict[str, Any]]) -> list[str]:

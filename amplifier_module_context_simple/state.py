@@ -47,6 +47,7 @@ FIELDS: tuple[Field, ...] = (
     Field("sticky", "stubbed_seqs", "_stubbed_seqs", "seqs"),
     Field("sticky", "level", "_sticky_level", "count"),
     Field("sticky", "ledger", "_ledger", "ledger"),
+    Field("sticky", "hoist_limit", "_hoist_limit", "opt_position"),
     Field("compaction", "last_stats", "_last_compaction_stats", "stats"),
     Field("meter", "last_measured_prompt_tokens", "_last_measured_prompt_tokens", "opt_count"),
     Field("meter", "anchor_seq", "_anchor_seq", "opt_position"),
@@ -71,13 +72,15 @@ FIELDS: tuple[Field, ...] = (
     Field("replay", "last_boundary", "_last_replayed_boundary", "boundary"),
 )
 # Keys added after version 1 shipped: a snapshot without them is read as holding the empty value.
-OPTIONAL: dict[tuple[str, str], Any] = {("sticky", "ledger"): None}
+# Keys a snapshot of an earlier version may lack; the default is what that version did (hoist_limit None:
+# every instruction leads a compacted view).
+OPTIONAL: dict[tuple[str, str], Any] = {("sticky", "ledger"): None, ("sticky", "hoist_limit"): None}
 GROUPS: tuple[str, ...] = tuple(dict.fromkeys(field.group for field in FIELDS))
 
 # Manager attributes deliberately NOT in a snapshot, and why (tests check every attribute is classified).
 NOT_SAVED: dict[str, str] = {
     "_hooks": "the host's hook registry",
-    "_clean_upto": "a cache of how far the history is known clean for the provider, rebuilt on demand",
+    "_repair_mirror": "cache (the repaired working list and its settled point, rebuilt on demand)",
     "messages": "the history itself: restored by set_messages()",
     "_next_seq": "re-stamped by set_messages()",
     "_tool_name_by_call_id": "derived from the history by set_messages()",
@@ -271,6 +274,7 @@ STATS_SCHEMA: dict[str, tuple[Callable[[Any], bool], str]] = {
 OPTIONAL_STATS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "messages_absorbed_by_summary": _COUNT,
     "protected_tool_results_removed": _COUNT,
+    "hook_injections_removed": _COUNT,
     # evidence mode (evidence_ledger_share > 0)
     "ledger_lines": _COUNT,
     "ledger_tokens": _COUNT,

@@ -15,11 +15,11 @@ It extends only what it can show unchanged, and otherwise returns None and the f
   kind of decision is covered when it follows that naming) by identity and size, the sticky level,
   the last compaction stats and pending summary by identity, the history list, the count cache and
   every configuration attribute (``config.DEFAULTS``) by value;
-* the same path (compacted or not), and a working list that view repair left alone and that grew by
-  appends only: same first message (the factory's prompt is one object while its text is the same),
-  same message at the old end;
-* appended messages that carry a ``_seq`` and no decision, and, in a compacted view (system messages
-  lead it), no system message.
+* the same path (compacted or not), and a working list that view repair did not rewrite except at its
+  end (repair_mirror.py) and that grew by appends only: same first message (the factory's prompt is
+  one object while its text is the same), same message at the old end;
+* appended messages that carry a ``_seq`` and no decision, and, in a compacted view, no instruction
+  that would lead it (instructions.py: one stored after the last boundary stays in place).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from typing import Any
 
 from .config import COMPACTION_STRATEGY_PROGRESSIVE, DEFAULTS
 from .estimate import seq_of, wire_form
+from .instructions import hoisted_here, is_instruction
 from .state import FIELDS
 from .wire_copy import WireForms, edited
 
@@ -156,10 +157,15 @@ class ViewCache:
             self._prompt = {"role": "system", "content": prompt}
         return self._prompt
 
-    def note_repair(self, working: list[Message], repaired: list[Message]) -> list[Message]:
-        """Remember this request's working list and whether view repair changed it; returns ``repaired``."""
-        self._request = (repaired, repaired is not working)
+    def note_repair(self, repaired: list[Message], rewritten: bool) -> list[Message]:
+        """Remember this request's working list and whether view repair rewrote an earlier one other
+        than by appends (then the last view cannot be extended); returns ``repaired``."""
+        self._request = (repaired, rewritten)
         return repaired
+
+    def shared(self) -> bool:
+        """Another request received a working list and has not returned (it may still read it)."""
+        return self._open > 1
 
     # ----- one request -------------------------------------------------------------------------------
 
@@ -179,7 +185,10 @@ class ViewCache:
         self._pending = (working, compact, key)
         if body is None or body.compact != compact or not body.key.same(key):
             return None
-        appended = _appended(body, working, compact, key.decision_sets)
+        limit = manager._hoist_limit
+        appended = _appended(
+            body, working, compact, key.decision_sets, lambda m: is_instruction(m) and hoisted_here(m, limit)
+        )
         if appended is None:
             return None
         counts = manager._counts()
@@ -245,7 +254,9 @@ class ViewCache:
         self.forms.sink.clear()
 
 
-def _appended(body: _Body, working: list[Message], compact: bool, sets: tuple[Any, ...]) -> list[Message] | None:
+def _appended(
+    body: _Body, working: list[Message], compact: bool, sets: tuple[Any, ...], hoisted: Callable[[Message], bool]
+) -> list[Message] | None:
     """The messages appended to the recorded working list, or None when it did not grow by appends."""
     n = body.length
     if len(working) < n or working[0] is not body.first or working[n - 1] is not body.last:
@@ -253,7 +264,7 @@ def _appended(body: _Body, working: list[Message], compact: bool, sets: tuple[An
     appended = working[n:]
     for message in appended:
         seq = seq_of(message)
-        if seq is None or (compact and message.get("role") == "system") or any(seq in s for s in sets):
+        if seq is None or (compact and hoisted(message)) or any(seq in s for s in sets):
             return None
     return appended
 

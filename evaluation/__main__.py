@@ -16,6 +16,7 @@ from .arms import ARMS, Arm, arm_by_name, engine_arm, load_engine
 from .cache import Prices
 from .driver import Settings
 from .scenarios import retention_scenarios
+from .shaped import shape
 from .workloads import SHIPPED_DIR, Workload
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "out"
@@ -37,6 +38,12 @@ def choose_workloads(args: argparse.Namespace) -> list[Workload]:
     if args.scenario or (args.scenario is None and not args.workload):
         loads += retention_scenarios(args.seed)
     return loads
+
+
+def shaped_workloads(workloads: list[Workload]) -> list[Workload]:
+    """Amplifier-shaped variants of the real sessions (evaluation/shaped.py), seeded by position."""
+    real = [w for w in workloads if not w.facts]
+    return [Workload(f"{w.name} (shaped)", shape(w.messages, seed=i), source=w.source) for i, w in enumerate(real)]
 
 
 def choose_arms(args: argparse.Namespace) -> list[Arm]:
@@ -95,14 +102,20 @@ def run(args: argparse.Namespace) -> int:
     with RichProgress(transient=True) as bar:
         jobs = args.jobs or default_jobs()
         runs = run_all(arms, workloads, settings, jobs, not args.no_tiktoken, Progress(bar))
+        shaped = shaped_workloads(workloads) if not args.no_shaped else []
+        shaped_runs = run_all(arms, shaped, settings, jobs, not args.no_tiktoken, Progress(bar)) if shaped else []
     data = report.build(arms, runs, settings, engine_labels(arms))
+    if shaped_runs:
+        data["shaped"] = report.shaped_section(arms, shaped_runs, settings)
     data["elapsed_s"] = round(time.perf_counter() - started, 1)
     names = [] if args.no_plots else plots.write_all(data, args.out)
     if args.no_plots:
         plots.remove_stale(args.out)  # no picture of an earlier run next to this report
     json_path, md_path = report.write(data, args.out, names)
     report.print_table(data, md_path)
-    print(f"{len(runs)} runs in {data['elapsed_s']} s; wrote {md_path}, {json_path} and {len(names)} plots")
+    report.print_shaped(data)
+    runs_done = len(runs) + len(shaped_runs)
+    print(f"{runs_done} runs in {data['elapsed_s']} s; wrote {md_path}, {json_path} and {len(names)} plots")
     return 0
 
 

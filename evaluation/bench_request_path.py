@@ -1,7 +1,8 @@
 """Hot-path benchmark: milliseconds per ``get_messages_for_request`` with and without the count cache.
 
 Replays the longest shipped transcripts and a ~2,200-message session built by concatenating them
-(tool-call ids made unique), with the budget at 30% of each session's estimated size, and compares
+(tool-call ids made unique), the same session Amplifier-shaped (evaluation/shaped.py: hook injections
+stored inside tool groups, blocks, thinking), with the budget at 30% of each session's estimated size, and compares
 the module against a reference that re-estimates the whole history on every call (the original's
 approach). ``ser ms`` is one full re-serialization of the history: every stored message rebuilt in
 its wire form (``_seq`` stripped), which the request path used to do on every request; ``p50/ser`` is
@@ -26,6 +27,7 @@ from amplifier_module_context_simple import SimpleContextManager
 from amplifier_module_context_simple.estimate import CountCache, estimate_message, wire_form
 
 from . import cli
+from .shaped import shape
 
 ROOT = Path(__file__).resolve().parent.parent
 TRANSCRIPTS = ROOT / "tests" / "data" / "workloads"
@@ -104,6 +106,8 @@ async def run(longest: int, paths: list[str] | None = None) -> list[dict[str, An
     cases = [(f"longest #{i + 1} ({len(s)} msgs)", s) for i, s in enumerate(sessions[:longest])]
     big = concatenate(sessions[:6], 2200)
     cases.append((f"concatenated ({len(big)} msgs)", big))
+    shaped = shape(big, seed=1)
+    cases.append((f"shaped concat. ({len(shaped)} msgs)", shaped))  # hook injections inside groups
     rows = []
     for name, messages in cases:
         budget = int(sum(estimate_message(m) for m in messages) * 0.30)

@@ -5,7 +5,9 @@ per copy, fixed timestamps) until 50,000 messages. At 1k, 5k, 20k and 50k messag
 ``get_messages_for_request`` right after one more message is added (the steady state of a session),
 in three arms: ``fits`` (budget far above the history: no compaction, the view is the whole history),
 ``compacting`` (a 150k-token budget: sticky decisions replayed on every request) and
-``compacting+factory`` (the same with a system prompt factory, as Amplifier sessions run). The first
+``compacting+factory`` (the same with a system prompt factory, as Amplifier sessions run), and
+``shaped+fits`` / ``shaped+compacting``: the same session as an Amplifier host stores it
+(evaluation/shaped.py: system-role hook injections, half of them inside tool groups). The first
 request at each checkpoint (a compaction boundary after the bulk add) is reported apart. The slope is
 a least-squares fit of milliseconds against thousands of messages; ``x20k/1k`` is the median at 20k
 over the median at 1k, in the same run. Memory (``tracemalloc``, a separate pass since tracing slows
@@ -40,6 +42,7 @@ from typing import Any
 from amplifier_module_context_simple import SimpleContextManager
 
 from . import cli
+from .shaped import shape
 
 ROOT = Path(__file__).resolve().parent.parent
 TRANSCRIPTS = ROOT / "tests" / "data" / "workloads"
@@ -48,7 +51,13 @@ PROG = "python -m evaluation.bench_scale"
 STAMP = "2026-01-01T00:00:00.000+00:00"
 CHECKPOINTS = (1_000, 5_000, 20_000, 50_000)
 TIMED_REQUESTS = 15
-ARMS = {"fits": 10**9, "compacting": 150_000, "compacting+factory": 150_000}
+ARMS = {
+    "fits": 10**9,
+    "compacting": 150_000,
+    "compacting+factory": 150_000,
+    "shaped+fits": 10**9,  # Amplifier-shaped (evaluation/shaped.py): hook injections inside tool groups
+    "shaped+compacting": 150_000,
+}
 PROMPT = "You are a careful software engineer. Read before you write; run the tests you touch."
 BIG = 20_000_000
 Message = dict[str, Any]
@@ -96,6 +105,8 @@ def slope(points: list[tuple[int, float]]) -> float:
 async def manager(arm: str, messages: list[Message]) -> tuple[SimpleContextManager, list[Message]]:
     """The arm's manager and the messages to add."""
     ctx = SimpleContextManager()
+    if arm.startswith("shaped+"):
+        return ctx, shape(messages, seed=1)[: len(messages)]
     if not arm.endswith("+factory"):
         return ctx, messages
 

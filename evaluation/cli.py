@@ -244,6 +244,9 @@ def main_parser() -> Parser:
     add_jobs(p, "worker processes (default: the cores, at most 4)")
     add_no_tiktoken(p)
     p.add_argument("--no-plots", action="store_true", help="write no PNG plots")
+    p.add_argument(
+        "--no-shaped", action="store_true", help="skip the Amplifier-shaped replays (hook injections, blocks, thinking)"
+    )
     add_out(p, DEFAULT_OUT, "output folder")
     return p
 

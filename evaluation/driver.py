@@ -24,6 +24,20 @@ from .provider import SimProvider
 from .tokens import TokenCounter, canonical_json, content_text, wire_message
 from .workloads import Workload
 
+INSTRUCTION_ROLES = ("system", "developer")
+
+
+def instructions(view: list[dict]) -> list[dict]:
+    """The view's instructions: system/developer messages that are not a hook's injection."""
+    return [
+        m
+        for m in view
+        if m.get("role") in INSTRUCTION_ROLES
+        and (m.get("metadata") or {}).get("source") != "hook"
+        and not str(m.get("content")).lstrip().startswith("<system-reminder")
+    ]
+
+
 NOTICE_RESERVE = 800
 SAFETY_MARGIN = 4096
 EPOCH = datetime(2025, 1, 1, tzinfo=UTC)
@@ -85,7 +99,9 @@ class Request:
     waste: int = 0
     cost: float = 0.0
     boundary: bool = False
+    compaction_event: bool = False  # the module announced a boundary (context:compaction) on this request
     over_window: bool = False
+    instructions_fit: bool = True  # the view's instructions alone fit the window
     orphans: int = 0
     unanswered: int = 0
     system_hash: str = ""
@@ -170,8 +186,9 @@ async def replay_async(arm: Arm, workload: Workload, settings: Settings, counter
     if ignored:
         run.available, run.reason = False, f"config key(s) ignored by the engine: {', '.join(ignored)}"
         return run
+    events = _EventCounter(coordinator.hooks)
     with _CountWarnings(run):
-        await _drive(ctx, provider, workload, run)
+        await _drive(ctx, provider, workload, run, events)
         await _settle(ctx)
     await _cleanup(cleanup)
     run.summary_calls = provider.summary_calls
@@ -187,7 +204,18 @@ async def _settle(ctx: Any) -> None:
         await asyncio.wait([task], timeout=5)
 
 
-async def _drive(ctx: Any, provider: SimProvider, workload: Workload, run: Run) -> None:
+class _EventCounter:
+    """Counts ``context:compaction`` events: a prefix that changes without one is a silent cache rebuild."""
+
+    def __init__(self, hooks: Any) -> None:
+        self.count = 0
+        hooks.register("context:compaction", self._seen, priority=-1000, name="evaluation-compaction-count")
+
+    async def _seen(self, event: str, data: Any) -> None:
+        self.count += 1
+
+
+async def _drive(ctx: Any, provider: SimProvider, workload: Workload, run: Run, events: _EventCounter) -> None:
     originals = {m["tool_call_id"]: m["content"] for m in workload.messages if m.get("tool_call_id")}
     prev: list[tuple] | None = None
     digest = hashlib.sha256()
@@ -197,7 +225,9 @@ async def _drive(ctx: Any, provider: SimProvider, workload: Workload, run: Run) 
         if msg["role"] == "assistant":
             req = Request(index=len(run.requests) + 1, facts_due=list(due))
             run.requests.append(req)
+            seen = events.count
             prev = await _request(ctx, provider, msg, req, prev, run, workload, originals, digest, evidence)
+            req.compaction_event = events.count > seen
             for _ in range(YIELDS_AFTER_REQUEST):
                 await asyncio.sleep(0)
             # A summary started by this request finishes before the next one: the provider's hook
@@ -229,6 +259,7 @@ async def _request(ctx, provider, answer, req, prev, run, workload, originals, d
     req.cost = o.cost(provider.prices)
     req.boundary = prev is not None and keys[: len(prev)] != prev
     req.over_window = o.total > run.window.limit
+    req.instructions_fit = provider.counter.messages(instructions(view)) <= run.window.limit
     req.estimate, run.estimate_source = _estimate(ctx, view)
     req.orphans, req.unanswered = tool_pairing_faults(view)
     req.system_hash = system_hash(view)

@@ -252,3 +252,54 @@ def per_workload(data: dict[str, Any]) -> str:
     keys += ["window_limit", "evidence_line_miss", "facts_final", "tail_retention", "estimator_error_mean"]
     rows = [[r["arm"], r["workload"]] + [fmt(k, r[k]) for k in keys] for r in data["rows"] if r["available"]]
     return markdown_table(["arm", "workload", *keys], rows)
+
+
+SHAPED_KEYS = (
+    "cost",
+    "vs_default",
+    "evidence_line_miss",
+    "silent_prefix_changes",
+    "over_window_fitting",
+    "invalid_views",
+)
+
+
+def shaped_section(arms: list[Arm], runs: list[Run], settings: Settings) -> dict[str, Any]:
+    """Every arm on the Amplifier-shaped sessions (issue 18): the promises that must hold there."""
+    data = build(arms, runs, settings, {})
+    totals = {name: {k: t.get(k) for k in SHAPED_KEYS} for name, t in data["totals"].items() if t["available"]}
+    return {"workloads": data["workloads"]["real"], "totals": totals}
+
+
+def shaped_rows(data: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    headers = [
+        "arm",
+        "cost vs default",
+        "evidence line miss",
+        "prefix changes without event",
+        "over window*",
+        "invalid",
+    ]
+    keys = ("vs_default", "evidence_line_miss", "silent_prefix_changes", "over_window_fitting", "invalid_views")
+    rows = [[name, *(fmt(k, t[k]) for k in keys)] for name, t in data["shaped"]["totals"].items()]
+    return headers, rows
+
+
+def print_shaped(data: dict[str, Any]) -> None:
+    """One line per arm that broke a promise on the shaped sessions, or one line saying none did."""
+    if "shaped" not in data:
+        return
+    totals = data["shaped"]["totals"]
+    broken = [
+        n
+        for n, t in totals.items()
+        if n != REFERENCE_ARM and (t["silent_prefix_changes"] or t["over_window_fitting"] or t["invalid_views"])
+    ]
+    n = len(data["shaped"]["workloads"])
+    if broken:
+        print(f"Amplifier-shaped sessions ({n}): promises broken by {', '.join(broken)} (see report.md)")
+    else:
+        print(
+            f"Amplifier-shaped sessions ({n}): every compacting arm keeps 0 silent prefix changes,\n"
+            "0 invalid views and 0 requests over the window where the instructions fit"
+        )

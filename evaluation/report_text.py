@@ -83,6 +83,7 @@ def markdown(data: dict[str, Any], plots: list[str]) -> str:
     parts += [markdown_table([h for h, _ in KEY_COLUMNS], table_cells(data, KEY_COLUMNS)), ""]
     parts += ["## Every pooled column", "", markdown_table([h for h, _ in COLUMNS], table_cells(data)), ""]
     parts += [*unavailable(data), *places(data), *warnings(data), "## How this run was made", "", *explain(data)]
+    parts += shaped(data)
     parts += ["", "## Per arm and workload", "", per_workload(data), ""]
     if plots:
         parts += ["## Plots", ""] + [f"![{p}]({p})" for p in plots] + [""]
@@ -242,3 +243,26 @@ def warnings(data: dict[str, Any]) -> list[str]:
 
 
 MAX_WARNINGS = 3
+
+
+def shaped(data: dict[str, Any]) -> list[str]:
+    """The Amplifier-shaped section: what hosts really store, every arm, the promises that must hold."""
+    if "shaped" not in data:
+        return []
+    from .report import shaped_rows
+
+    headers, rows = shaped_rows(data)
+    return [
+        "",
+        "## Amplifier-shaped sessions",
+        "",
+        f"The same {len(data['shaped']['workloads'])} real sessions as an Amplifier host stores them "
+        "(evaluation/shaped.py, seeded): system-role hook injections after 40% of the tool calls, half of them "
+        "between the call and its results; text blocks on 30% of user messages and tool results; a developer "
+        "instruction on some sessions; signed thinking blocks on half the assistant turns; call ids reused per "
+        "turn. *Prefix changes without event* must be 0 (a silent cache rebuild), *over window\\** counts "
+        "requests over the window whose instructions alone fit (must be 0), *invalid* must be 0.",
+        "",
+        markdown_table(headers, rows),
+        "",
+    ]

@@ -52,6 +52,7 @@ from hypothesis import strategies as st
 
 from amplifier_module_context_simple import SimpleContextManager
 from amplifier_module_context_simple.estimate import seq_of
+from amplifier_module_context_simple.instructions import is_injected_instruction, is_instruction
 from amplifier_module_context_simple.repair import view_problems
 from amplifier_module_context_simple.token_counter import resolve_counter
 from amplifier_module_context_simple.tool_pairs import in_flight_start
@@ -326,17 +327,20 @@ class Checker:
         assert all(a == b for a, b in self.given), "the caller's message objects were mutated"
 
     def check_system(self, view: list[Message]) -> None:
+        """Every instruction is in the view, in stored order; a system-role hook injection may be removed
+        (issue 18: it is an ordinary message), but is never altered or invented."""
         working = self.ctx.messages
         if self.factory:  # the factory replaces stored system messages, except hooks' injections
             working = [m for m in working if m.get("role") != "system" or m["metadata"].get("source") == "hook"]
         held = in_flight_start(working)  # a trailing group's hook injections wait for its results
-        stored = [m for m in working[:held] if m.get("role") == "system"]
+        stored = working[:held]
+        expected = [wire(m) for m in stored if is_instruction(m)]
         if self.factory:
-            hook = [wire(m) for m in stored if (m.get("metadata") or {}).get("source") == "hook"]
-            expected = [{"role": "system", "content": FACTORY_PROMPT}, *hook]
-        else:
-            expected = [wire(m) for m in stored]
-        assert [m for m in view if m.get("role") == "system"] == expected
+            expected = [{"role": "system", "content": FACTORY_PROMPT}, *expected]
+        assert [m for m in view if is_instruction(m)] == expected
+        injected = [wire(m) for m in stored if is_injected_instruction(m)]
+        shown = [m for m in view if is_injected_instruction(m)]
+        assert all(m in injected for m in shown), "a system-role injection the history does not hold"
 
     def check_users(self, view: list[Message]) -> None:
         real = [m for m in self.ctx.messages if users_own_words(m) and not is_summary(m)]

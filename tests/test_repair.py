@@ -335,3 +335,41 @@ async def test_a_hook_injection_before_the_results_holds_the_group_back() -> Non
     assert ctx._last_token_meter_stats["used_tokens"] > 1_000  # the real result is counted
     assert ctx._last_compaction_stats is not None
     assert view_problems(view) == []
+
+
+# ----- the incremental repair (repair_mirror.py, issue 18 item 3) ----------------------------------
+
+
+def test_the_mirror_repairs_like_the_full_scan_request_by_request() -> None:
+    """Grown one message at a time (an injection inside a group, a duplicate after a complete group, a
+    crash-broken call): every step equals repair_view of the whole list, counts included, and the
+    settled output is extended, not rebuilt."""
+    from amplifier_module_context_simple.repair import repair_view
+    from amplifier_module_context_simple.repair_mirror import RepairMirror
+
+    calls = lambda *ids: {"role": "assistant", "content": "", "tool_calls": [{"id": i} for i in ids]}  # noqa: E731
+    result = lambda i: {"role": "tool", "tool_call_id": i, "content": f"out {i}"}  # noqa: E731
+    hook = {"role": "system", "content": "<system-reminder>lint</system-reminder>", "metadata": {"source": "hook"}}
+    history = [
+        {"role": "user", "content": "go"},
+        calls("a", "b"),
+        hook,
+        result("a"),
+        result("b"),
+        result("b"),  # a duplicate appended after the group completed
+        {"role": "user", "content": "next"},
+        calls("c"),
+        {"role": "assistant", "content": "crashed before c's result"},
+        {"role": "user", "content": "again"},
+    ]
+    mirror, working, previous = RepairMirror(), [], None
+    for message in history:
+        working.append(message)
+        got, report, rewritten = mirror.repair(working, shared=False)
+        want, want_report = repair_view(list(working))
+        assert [m.get("content") for m in got] == [m.get("content") for m in want]
+        assert report == want_report
+        if previous is not None and not rewritten:
+            assert all(a is b for a, b in zip(previous, got, strict=False))  # it extends the last output
+        previous = list(got)
+    assert report.duplicates_dropped == 1 and report.synthetic_results == 1 and report.messages_moved == 1

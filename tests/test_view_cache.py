@@ -22,6 +22,7 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from amplifier_module_context_simple import SimpleContextManager
+from evaluation.shaped import shape
 from tests.conftest import (
     WORKLOADS,
     Recorder,
@@ -138,8 +139,12 @@ TRANSCRIPT_CONFIGS = {
 }
 
 
-async def transcript_trace(path: Path, config: dict[str, Any], fraction: float, factory: bool, incremental: bool):
+async def transcript_trace(
+    path: Path, config: dict[str, Any], fraction: float, factory: bool, incremental: bool, shaped: bool = False
+):
     messages = load_transcript(path)
+    if shaped:  # what amplifier hosts store: system-role hook injections inside groups, blocks, thinking
+        messages = shape(messages, seed=len(messages))
     trace, hooks = Trace(incremental), Recorder()
     ctx = SimpleContextManager(hooks=hooks, **config)
     trace.attach(ctx)
@@ -170,6 +175,21 @@ async def test_shipped_transcripts_match_the_full_rebuild_on_every_request(name:
         fraction, factory = (0.3, 0.6)[index % 2], index % 3 == 0
         incremental = await transcript_trace(path, TRANSCRIPT_CONFIGS[name], fraction, factory, True)
         full = await transcript_trace(path, TRANSCRIPT_CONFIGS[name], fraction, factory, False)
+        assert_same(incremental, full)
+        extended, requests = extended + incremental.extended, requests + len(incremental.requests) - 1
+    assert extended > 0.6 * requests, f"only {extended} of {requests} requests took the incremental path"
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("name", sorted(TRANSCRIPT_CONFIGS))
+async def test_amplifier_shaped_transcripts_match_the_full_rebuild_and_mostly_extend(name: str) -> None:
+    """Issue 18 item 3: hook injections stored inside tool groups sent every later request down the full
+    rebuild; now the repaired list grows by appends and the incremental path holds."""
+    extended = requests = 0
+    for index, path in enumerate(WORKLOADS):
+        fraction, factory = (0.3, 0.6)[index % 2], index % 3 == 0
+        incremental = await transcript_trace(path, TRANSCRIPT_CONFIGS[name], fraction, factory, True, True)
+        full = await transcript_trace(path, TRANSCRIPT_CONFIGS[name], fraction, factory, False, True)
         assert_same(incremental, full)
         extended, requests = extended + incremental.extended, requests + len(incremental.requests) - 1
     assert extended > 0.6 * requests, f"only {extended} of {requests} requests took the incremental path"
