@@ -5,6 +5,7 @@ Issue 14 section 3 and issue 12 item 14: every check below failed (or stayed sil
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import re
@@ -399,3 +400,46 @@ def test_a_live_preset_sets_its_keys_as_at_construction() -> None:
     ctx = SimpleContextManager(compact_threshold=0.25, target_usage=0.2)
     ctx.preset = "evidence"  # its target 0.3 is above 0.25: accepted, as the keys would be, with a warning
     assert (ctx.evidence_ledger_share, ctx.target_usage) == (0.7, 0.3)
+
+
+# ----- issue 19 item 2: the remaining behavioural differences ----------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_summary_fields_with_the_progressive_strategy_change_no_byte_of_any_view() -> None:
+    """Summary keys present but the strategy left at progressive: every view as without them."""
+    from tests.conftest import WORKLOADS, estimated_size, load_transcript
+
+    extra = {
+        "summary_trigger": 0.3,
+        "summary_call_mode": "fork",
+        "summarization_model": "m",
+        "summary_rearm_below": 0.2,
+        "summary_cooldown_requests": 2,
+        "summary_min_absorb_tokens": 100,
+        "summarization_timeout_s": 5.0,
+    }
+    for path in WORKLOADS[:4]:
+        messages = load_transcript(path)
+        budget = estimated_size(messages) // 4
+        plain, with_keys = SimpleContextManager(), SimpleContextManager(**extra)
+        compacted = False
+        for message in messages:
+            for ctx in (plain, with_keys):
+                await ctx.add_message(dict(message))
+            if message["role"] in ("user", "tool"):
+                a = await plain.get_messages_for_request(token_budget=budget)
+                b = await with_keys.get_messages_for_request(token_budget=budget)
+                assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+                compacted = compacted or plain._last_compaction_stats is not None
+        assert compacted
+
+
+def test_the_fork_instruction_names_its_scope_and_does_not_resend_the_span() -> None:
+    from amplifier_module_context_simple.summary_span import fork_instruction, format_messages_for_summarization
+
+    span = [{"role": "tool", "tool_call_id": f"c{i}", "content": f"output line {i} " * 40} for i in range(6)]
+    text = fork_instruction("Summarize.", span)
+    assert "the first 6 message(s)" in text
+    assert len(text) < len("Summarize.") + len(format_messages_for_summarization(span))
+    assert "output line 5" in text and "output line 0" not in text  # only the final message is quoted
