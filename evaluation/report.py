@@ -281,7 +281,8 @@ def shaped_rows(data: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
         "invalid",
     ]
     keys = ("vs_default", "evidence_line_miss", "silent_prefix_changes", "over_window_fitting", "invalid_views")
-    rows = [[name, *(fmt(k, t[k]) for k in keys)] for name, t in data["shaped"]["totals"].items()]
+    ran = {name for name, t in data["totals"].items() if t["available"]}  # one that did not run is named once
+    rows = [[name, *(fmt(k, t[k]) for k in keys)] for name, t in data["shaped"]["totals"].items() if name in ran]
     return headers, rows
 
 
