@@ -147,12 +147,11 @@ def _fraction(low_open: bool, high: float = 1.0, effect: str = "") -> Callable[[
     """A finite number; outside its documented range it still runs as in the original, with a warning."""
 
     def check(key: str, value: Any) -> float:
+        bound = "(0" if low_open else "[0"
         if not _is_number(value):
-            bound = "(0" if low_open else "[0"
             raise _bad(key, value, f"a finite number (documented range {bound}, {high}])")
         inside = (value > 0 if low_open else value >= 0) and value <= high
         if not inside:
-            bound = "(0" if low_open else "[0"
             warn("%s=%r is outside %s, %s]; used as given%s", key, value, bound, high, effect and f" ({effect})")
         return float(value)
 
@@ -170,10 +169,12 @@ def _strict_fraction(high: float) -> Callable[[str, Any], float]:
     return check
 
 
+_share = _fraction(low_open=False)
+
+
 def _protected_share(key: str, value: Any) -> float:
     # The original's int(n * (1 - share)) protects everything above 1 and nothing below 0: clamp to say so.
-    share = _fraction(low_open=False)(key, value)
-    return min(1.0, max(0.0, share))
+    return min(1.0, max(0.0, _share(key, value)))
 
 
 # One rule for every boolean key: real bools, and the words YAML users write (never truthiness).
@@ -218,9 +219,15 @@ def _optional_str(key: str, value: Any) -> str | None:
 NOTICE_VERBOSITIES = ("minimal", "normal", "verbose")
 
 
+def closest_name(name: Any, choices: Any, cutoff: float) -> str | None:
+    """The known name a misspelled one most likely meant (every "did you mean" of this module)."""
+    close = difflib.get_close_matches(str(name), [str(c) for c in choices], n=1, cutoff=cutoff)
+    return close[0] if close else None
+
+
 def _closest(value: Any, choices: Any) -> str:
-    close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    close = closest_name(value, choices, 0.6)
+    return f" (did you mean {close!r}?)" if close else ""
 
 
 def _verbosity(key: str, value: Any) -> str:
@@ -469,16 +476,16 @@ def normalize_options(options: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _suggestion(key: Any) -> str:
-    close = difflib.get_close_matches(str(key), list(DEFAULTS), n=1, cutoff=0.75)
-    return f"{key!s} (did you mean {close[0]}?)" if close else str(key)
+    close = closest_name(key, DEFAULTS, 0.75)
+    return f"{key!s} (did you mean {close}?)" if close else str(key)
 
 
 def unknown_keyword_error(error: TypeError, names: Any) -> TypeError:
     """The constructor's TypeError for a misspelled keyword, with the closest known name."""
     for name in names:
         if name not in DEFAULTS and name != "hooks":
-            close = difflib.get_close_matches(str(name), [*DEFAULTS, "hooks"], n=1, cutoff=0.75)
-            hint = f" (did you mean {close[0]}?)" if close else ""
+            close = closest_name(name, [*DEFAULTS, "hooks"], 0.75)
+            hint = f" (did you mean {close}?)" if close else ""
             return TypeError(f"SimpleContextManager got an unexpected keyword argument {name!r}{hint}")
     return error
 
@@ -540,13 +547,13 @@ class LiveOptions:
     def __setattr__(self, name: str, value: Any) -> None:
         # A misspelled key (ctx.target_usgae = 0.3) would silently create an attribute nothing reads.
         if name[0] != "_" and name not in self.__dict__ and not hasattr(type(self), name):
-            close = difflib.get_close_matches(name, list(_VALIDATORS), n=1, cutoff=0.8)
+            close = closest_name(name, _VALIDATORS, 0.8)
             if close and name != "messages":
                 logger.warning(
                     "context-simple: %s is not a configuration key (did you mean %s?); "
                     "the assignment sets an attribute nothing reads",
                     name,
-                    close[0],
+                    close,
                 )
         object.__setattr__(self, name, value)
 

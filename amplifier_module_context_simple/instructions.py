@@ -13,24 +13,13 @@ from __future__ import annotations
 from typing import Any
 
 from .estimate import seq_of
+from .replay import opens_with_reminder
 from .tool_pairs import is_hook_injection
 
 Message = dict[str, Any]
 
 # Instructions: OpenAI's reasoning models take them as "developer", everyone else as "system".
 INSTRUCTION_ROLES = ("system", "developer")
-REMINDER_PREFIX = "<system-reminder"
-
-
-def _starts_with_reminder(content: Any) -> bool:
-    if isinstance(content, str):
-        return content.lstrip().startswith(REMINDER_PREFIX)
-    if isinstance(content, list):
-        return any(
-            isinstance(b, dict) and isinstance(b.get("text"), str) and b["text"].lstrip().startswith(REMINDER_PREFIX)
-            for b in content
-        )
-    return False
 
 
 def is_injected_instruction(message: dict[str, Any]) -> bool:
@@ -38,7 +27,7 @@ def is_injected_instruction(message: dict[str, Any]) -> bool:
     an ordinary, removable message in history order, never hoisted or protected as instructions are."""
     if message.get("role") not in INSTRUCTION_ROLES:
         return False
-    return is_hook_injection(message) or _starts_with_reminder(message.get("content"))
+    return is_hook_injection(message) or opens_with_reminder(message.get("content"))
 
 
 def is_instruction(message: dict[str, Any]) -> bool:

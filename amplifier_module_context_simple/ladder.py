@@ -178,9 +178,7 @@ class _Run:
         if len(members) < 2:
             return members
         end = members[-1] + 1
-        while end < len(self.messages) and (
-            is_hook_injection(self.messages[end]) or is_injected_instruction(self.messages[end])
-        ):
+        while end < len(self.messages) and _injected(self.messages[end]):
             end += 1
         return (*members, *range(members[-1] + 1, end))
 

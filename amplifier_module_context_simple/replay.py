@@ -29,15 +29,19 @@ def is_real_user_message(entry: Any) -> bool:
         return False
     if is_hook_injection(entry):
         return False  # a hook's inject_context: amplifier-core stores its text as given, often unwrapped
-    content = entry.get("content")
+    return not opens_with_reminder(entry.get("content"))
+
+
+def opens_with_reminder(content: Any) -> bool:
+    """Content (a string, or any of its text blocks) that opens with a ``<system-reminder`` envelope."""
     if isinstance(content, str):
-        return not content.strip().startswith(REMINDER_ENVELOPE_PREFIX)
+        return content.strip().startswith(REMINDER_ENVELOPE_PREFIX)
     if isinstance(content, list):
         for block in content:
             text = block.get("text") if isinstance(block, dict) else None
             if isinstance(text, str) and text.strip().startswith(REMINDER_ENVELOPE_PREFIX):
-                return False
-    return True
+                return True
+    return False
 
 
 def replay_text(message: dict[str, Any]) -> str:

@@ -17,26 +17,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from amplifier_module_context_simple.instructions import is_instruction
+
 from .arms import Arm, ignored_keys, load_engine
 from .cache import Prices
 from .evidence import EvidenceIndex, Score
 from .provider import SimProvider
 from .tokens import TokenCounter, canonical_json, content_text, wire_message
 from .workloads import Workload
-
-INSTRUCTION_ROLES = ("system", "developer")
-
-
-def instructions(view: list[dict]) -> list[dict]:
-    """The view's instructions: system/developer messages that are not a hook's injection."""
-    return [
-        m
-        for m in view
-        if m.get("role") in INSTRUCTION_ROLES
-        and (m.get("metadata") or {}).get("source") != "hook"
-        and not str(m.get("content")).lstrip().startswith("<system-reminder")
-    ]
-
 
 NOTICE_RESERVE = 800
 SAFETY_MARGIN = 4096
@@ -259,7 +247,7 @@ async def _request(ctx, provider, answer, req, prev, run, workload, originals, d
     req.cost = o.cost(provider.prices)
     req.boundary = prev is not None and keys[: len(prev)] != prev
     req.over_window = o.total > run.window.limit
-    req.instructions_fit = provider.counter.messages(instructions(view)) <= run.window.limit
+    req.instructions_fit = provider.counter.messages([m for m in view if is_instruction(m)]) <= run.window.limit
     req.estimate, run.estimate_source = _estimate(ctx, view)
     req.orphans, req.unanswered = tool_pairing_faults(view)
     req.system_hash = system_hash(view)
