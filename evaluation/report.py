@@ -298,9 +298,10 @@ def print_shaped(data: dict[str, Any]) -> None:
     ]
     n = len(data["shaped"]["workloads"])
     if broken:
-        print(f"Amplifier-shaped sessions ({n}): promises broken by {', '.join(broken)} (see report.md)")
+        print(f"Amplifier-shaped sessions ({n}): promises broken by:\n  {', '.join(broken)}\n(see report.md)")
     else:
         print(
-            f"Amplifier-shaped sessions ({n}): every compacting arm keeps 0 silent prefix changes,\n"
-            "0 invalid views and 0 requests over the window where the instructions fit"
+            f"Amplifier-shaped sessions ({n}): every compacting arm keeps 0 prefix changes\n"
+            "without an event, 0 invalid views and 0 requests over the window where the\n"
+            "instructions fit (see report.md)"
         )

@@ -168,3 +168,23 @@ def test_a_narrow_terminal_leaves_out_columns_instead_of_cutting_them(data, monk
     row = next(line for line in out.splitlines() if line.strip().startswith("progressive"))
     d = data["totals"]["progressive"]
     assert row.split()[1:3] == [fmt("vs_none", d["vs_none"]), fmt("evidence_line_miss", d["evidence_line_miss"])]
+
+
+@pytest.mark.parametrize("silent", [0, 2])
+def test_the_shaped_verdict_fits_80_columns_and_names_what_broke(silent, capsys):
+    from evaluation.report import print_shaped
+
+    totals = {
+        name: {
+            "silent_prefix_changes": silent if name == "progressive" else 0,
+            "over_window_fitting": 0,
+            "invalid_views": 0,
+        }
+        for name in ("none", "progressive", "preset_evidence_balanced")
+    }
+    print_shaped({"shaped": {"workloads": [f"w{i}" for i in range(26)], "totals": totals}})
+    lines = capsys.readouterr().out.splitlines()
+    assert lines and all(len(line) <= 80 and line == line.rstrip() for line in lines)
+    text = "\n".join(lines)
+    assert ("progressive" in text) == bool(silent)
+    assert "every compacting arm" in text or "broken by" in text
