@@ -354,3 +354,28 @@ async def test_a_user_role_injection_is_not_the_users_last_words():
     replays = [m for m in view if (m.get("metadata") or {}).get("source") == "context-replay"]
     assert replays and "the real last instruction" in replays[0]["content"]
     await cleanup()
+
+
+@pytest.mark.asyncio
+async def test_system_role_injections_through_the_coordinator_keep_views_append_only_and_are_removable():
+    """Issue 18 through amplifier-core's own coordinator, in loop-basic's order (HookResult's default
+    injection role is "system"): between compaction events every view extends the last one, and the
+    ladder removes old injections instead of letting them outgrow the budget."""
+    coordinator, ctx, cleanup = await mounted({"max_tokens": 4_000, "protected_tool_results": 1})
+    events = EventLog(coordinator.hooks, ("context:compaction",))
+    await ctx.add_message({"role": "system", "content": "You are the test agent."})
+    previous: list[str] | None = None
+    for turn in range(12):
+        await ctx.add_message({"role": "user", "content": f"turn {turn}: check the files"})
+        await loop_basic_tool_round(coordinator, ctx, [f"t{turn}a", f"t{turn}b"], "system")
+        seen = len(events.of("context:compaction"))
+        view = await ctx.get_messages_for_request()
+        assert view_problems(view) == []
+        current = [json.dumps(m, sort_keys=True) for m in view if "context-compaction" not in str(m.get("content"))]
+        if previous is not None and len(events.of("context:compaction")) == seen:
+            assert current[: len(previous)] == previous, f"turn {turn}: the prefix changed with no event"
+        previous = current
+        await ctx.add_message({"role": "assistant", "content": f"answer {turn}"})
+    assert events.of("context:compaction")[-1].get("hook_injections_removed", 0) > 0
+    assert view[0]["content"] == "You are the test agent."
+    await cleanup()
