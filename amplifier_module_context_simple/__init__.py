@@ -59,6 +59,8 @@ OBSERVABLE_EVENTS = (
     "context:compaction-skipped",
     "context:pre_summarize",
     "context:post_summarize",
+    "context:budget",
+    "context:tool_result_ingress_truncated",
 )
 OBSERVABILITY_CHANNEL = "observability.events"
 # How long cleanup waits for a cancelled summary call to unwind (a provider that ignores cancellation).

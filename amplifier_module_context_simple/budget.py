@@ -1,9 +1,11 @@
-"""The per-request token budget: explicit, from the provider, or the configured fallback."""
+"""The per-request token budget: explicit, from the provider's window, or the fallback; capped by max_tokens."""
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, NamedTuple
+
+from .config import DefaultTokens
 
 logger = logging.getLogger("amplifier_module_context_simple")
 
@@ -16,28 +18,50 @@ def _positive_int(value: Any) -> int | None:
     return int(value) if value > 0 else None
 
 
-def _window_budget(window: Any, max_output: Any, reserve_fraction: float) -> int | None:
-    """context_window - reserved output - safety margin, or None when the numbers are unusable."""
+class Window(NamedTuple):
+    """What a provider reports, and the budget derived from it (None when the numbers are unusable)."""
+
+    context_window: int | None
+    max_output_tokens: int | None
+    budget: int | None
+
+
+class BudgetReading(NamedTuple):
+    """One request's budget and where it came from: the payload of ``context:budget``."""
+
+    source: str  # "token_budget", "provider" or "fallback"
+    context_window: int | None
+    max_output_tokens: int | None
+    derived_budget: int | None
+    max_tokens: int | None
+    max_tokens_fallback: int
+    capped: bool
+    effective_budget: int
+
+    def payload(self) -> dict[str, Any]:
+        return self._asdict()
+
+
+def _window(window: Any, max_output: Any, reserve_fraction: float) -> Window:
+    """context_window - reserved output - safety margin, or no budget when the numbers are unusable."""
     cw, out = _positive_int(window), _positive_int(max_output)
     if cw is None or out is None:
-        return None
+        return Window(cw, out, None)
     budget = cw - int(out * reserve_fraction) - SAFETY_MARGIN_TOKENS
-    return budget if budget > 0 else None
+    return Window(cw, out, budget if budget > 0 else None)
 
 
-def _from_model_info(provider: Any, reserve_fraction: float) -> int | None:
+def _from_model_info(provider: Any, reserve_fraction: float) -> Window | None:
     getter = getattr(provider, "get_model_info", None)
     if not callable(getter):
         return None
     info = getter()
     if not info:
         return None
-    return _window_budget(
-        getattr(info, "context_window", None), getattr(info, "max_output_tokens", None), reserve_fraction
-    )
+    return _window(getattr(info, "context_window", None), getattr(info, "max_output_tokens", None), reserve_fraction)
 
 
-def _from_provider_info(provider: Any, reserve_fraction: float) -> int | None:
+def _from_provider_info(provider: Any, reserve_fraction: float) -> Window | None:
     getter = getattr(provider, "get_info", None)
     if not callable(getter):
         return None
@@ -45,11 +69,11 @@ def _from_provider_info(provider: Any, reserve_fraction: float) -> int | None:
     defaults = getattr(info, "defaults", None)
     if not isinstance(defaults, dict):
         return None
-    return _window_budget(defaults.get("context_window"), defaults.get("max_output_tokens"), reserve_fraction)
+    return _window(defaults.get("context_window"), defaults.get("max_output_tokens"), reserve_fraction)
 
 
-def provider_budget(provider: Any, reserve_fraction: float) -> tuple[int | None, bool]:
-    """Budget the provider reports, and whether asking it raised (so the caller can count it).
+def provider_window(provider: Any, reserve_fraction: float) -> tuple[Window | None, bool]:
+    """The window the provider reports, and whether asking it raised (so the caller can count it).
 
     ``get_model_info()`` first, then ``get_info().defaults``; a source that raises or reports
     unusable numbers (None, zeros, strings) is skipped, never fatal.
@@ -59,14 +83,52 @@ def provider_budget(provider: Any, reserve_fraction: float) -> tuple[int | None,
     failed = False
     for source in (_from_model_info, _from_provider_info):
         try:
-            budget = source(provider, reserve_fraction)
+            window = source(provider, reserve_fraction)
         except Exception as exc:  # a provider's info is optional: any failure falls back
             logger.warning("context-simple: provider budget info failed (%s)", type(exc).__name__)
             failed = True
             continue
-        if budget is not None:
-            return budget, failed
+        if window is not None and window.budget is not None:
+            return window, failed
     return None, failed
+
+
+def cap_and_fallback(max_tokens: Any, max_tokens_fallback: Any) -> tuple[int | None, int]:
+    """(cap, budget without a provider window) from the two keys.
+
+    ``max_tokens`` left at its default is the original's fallback budget and no cap; set, it caps
+    the provider's budget too (today's original), and None means no cap. ``max_tokens_fallback``
+    left at its default follows ``max_tokens`` (so ``max_tokens=4000`` alone still budgets 4,000).
+    """
+    cap = None if max_tokens is None or isinstance(max_tokens, DefaultTokens) else int(max_tokens)
+    fallback = int(max_tokens_fallback)
+    if isinstance(max_tokens_fallback, DefaultTokens) and max_tokens is not None:
+        fallback = int(max_tokens)
+    return cap, fallback
+
+
+def read_budget(window: Window | None, max_tokens: Any, max_tokens_fallback: Any) -> BudgetReading:
+    """The effective budget: the provider's derived budget or the fallback, capped by ``max_tokens``."""
+    cap, fallback = cap_and_fallback(max_tokens, max_tokens_fallback)
+    derived = window.budget if window is not None else None
+    base = derived if derived is not None else fallback
+    effective = base if cap is None else min(base, cap)
+    return BudgetReading(
+        "provider" if derived is not None else "fallback",
+        window.context_window if window is not None else None,
+        window.max_output_tokens if window is not None else None,
+        derived,
+        cap,
+        fallback,
+        effective < base,
+        effective,
+    )
+
+
+def explicit_budget(token_budget: int, max_tokens: Any, max_tokens_fallback: Any) -> BudgetReading:
+    """A caller's explicit ``token_budget`` is used as given (the original's rule), never capped."""
+    cap, fallback = cap_and_fallback(max_tokens, max_tokens_fallback)
+    return BudgetReading("token_budget", None, None, None, cap, fallback, False, token_budget)
 
 
 def effective_budget(budget: int, reserve: int, notice_enabled: bool) -> int:

@@ -41,10 +41,24 @@ TOOL_RESULT_SHAPES = (TOOL_RESULT_SHAPE_HEAD, TOOL_RESULT_SHAPE_HEAD_TAIL)
 
 DEFAULT_CLEAR_AT_LEAST = None
 DEFAULT_MAX_CONSECUTIVE_SKIPS = 3
+DEFAULT_MAX_TOOL_RESULT_BYTES = 131_072
+
+
+class DefaultTokens(int):
+    """A token default nobody set (``max_tokens``, ``max_tokens_fallback``): it reads as the number, and
+    tells budget.py that the key was left alone. ``max_tokens`` left alone is the original's fallback
+    budget only; a value set in config, at construction or live is a plain int and also caps the
+    provider-derived budget (today's original)."""
+
+    def __repr__(self) -> str:
+        return int.__repr__(self)
+
+
+UNSET_MAX_TOKENS = DefaultTokens(200_000)
 
 # The README's table: key -> default. The constructor's keyword defaults are read from here.
 DEFAULTS: dict[str, Any] = {
-    "max_tokens": 200_000,
+    "max_tokens": UNSET_MAX_TOKENS,
     "compact_threshold": 0.92,
     "target_usage": 0.50,
     "protected_recent": 0.30,
@@ -75,6 +89,10 @@ DEFAULTS: dict[str, Any] = {
     "tool_result_spill_dir": None,
     "replay_last_user_on_compaction": False,
     "max_messages": None,
+    # Keys of today's original (budget.py, ingress.py): a fallback budget apart from the cap, a byte cap
+    # per tool result in the view.
+    "max_tokens_fallback": UNSET_MAX_TOKENS,
+    "max_tool_result_bytes": DEFAULT_MAX_TOOL_RESULT_BYTES,
     # Evidence-preserving compaction (evidence.py, ledger.py) and presets (presets.py); off by default.
     "evidence_ledger_share": 0.0,
     "preset": None,
@@ -136,11 +154,36 @@ def _int_clamped(low: int, meaning: str) -> Callable[[str, Any], int]:
     return check
 
 
-def _positive_tokens(key: str, value: Any) -> int:
-    # The original used any number as the budget; a float is whole tokens here, 0 or less cannot work.
-    if not _is_number(value) or value < 1:
-        raise _bad(key, value, "a number of tokens >= 1")
-    return int(value)
+def _max_tokens(key: str, value: Any) -> int | None:
+    """None (today's original: no cap) or a number of tokens >= 1; anything else runs uncapped, warned."""
+    if value is None or isinstance(value, DefaultTokens):
+        return value
+    if _is_number(value) and value >= 1:
+        return int(value)
+    warn("%s=%r is not a number of tokens >= 1; running with no cap (as today's original)", key, value)
+    return None
+
+
+def _fallback_tokens(key: str, value: Any) -> int:
+    """The budget when the provider reports no window; a bad value warns and keeps the default."""
+    if isinstance(value, DefaultTokens):
+        return value
+    if _is_number(value) and value >= 1:
+        return int(value)
+    warn("%s=%r is not a number of tokens >= 1; using %d", key, value, UNSET_MAX_TOKENS)
+    return UNSET_MAX_TOKENS
+
+
+def _result_bytes(key: str, value: Any) -> int | None:
+    """A byte cap per tool result in the view: an integer >= 1, or None/0 for no cap."""
+    if value is None or (_is_number(value) and value == 0):
+        return None
+    if _is_int(value) and value >= 1:
+        return value
+    warn(
+        "%s=%r is not an integer of bytes >= 1 (None or 0: no cap); using %d", key, value, DEFAULT_MAX_TOOL_RESULT_BYTES
+    )
+    return DEFAULT_MAX_TOOL_RESULT_BYTES
 
 
 def _fraction(low_open: bool, high: float = 1.0, effect: str = "") -> Callable[[str, Any], float]:
@@ -418,7 +461,7 @@ def _preset(key: str, value: Any) -> str | None:
 
 
 _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
-    "max_tokens": _positive_tokens,
+    "max_tokens": _max_tokens,
     "compact_threshold": _fraction(low_open=True, effect="at or below 0 every request compacts, above 1 none fits"),
     "target_usage": _fraction(low_open=True, effect="the ladder cuts down to this share of the budget"),
     "protected_recent": _protected_share,
@@ -449,6 +492,8 @@ _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "tool_result_spill_dir": _spill_dir,
     "replay_last_user_on_compaction": _boolean,
     "max_messages": _max_messages,
+    "max_tokens_fallback": _fallback_tokens,
+    "max_tool_result_bytes": _result_bytes,
     "evidence_ledger_share": _strict_fraction(high=0.9),
     "preset": _preset,
 }

@@ -9,14 +9,59 @@ SEQ_KEY = "_seq"
 UNSTAMPED_SLOTS = 16  # messages without _seq remembered at once (a view has a handful)
 
 
+# Providers bill an image by its pixel size, never by the length of its base64 text: Anthropic charges
+# about width*height/750 tokens and downscales anything over ~1.15 megapixels (so ~1,600 at most),
+# OpenAI charges 85 + 170 per 512px tile after resizing (~1,100 at most), Gemini 258 per tile. A fixed
+# 1,600 sits at the top of that range; counting a 1 MB PNG's base64 as text would claim ~350,000.
+DEFAULT_IMAGE_TOKENS = 1600
+_PIXELS_PER_TOKEN = 750
+IMAGE_BLOCK_TYPES = frozenset({"image_url", "image", "input_image"})
+
+
+def image_tokens(block: dict[str, Any]) -> int:
+    """An image block's cost: from its width and height where the block gives them, else the fixed cost."""
+    source = block.get("source")
+    sizes = [block.get(k, source.get(k) if isinstance(source, dict) else None) for k in ("width", "height")]
+    if all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in sizes):
+        return min(DEFAULT_IMAGE_TOKENS, -(-sizes[0] * sizes[1] // _PIXELS_PER_TOKEN))
+    return DEFAULT_IMAGE_TOKENS
+
+
+def _is_image(block: Any) -> bool:
+    return type(block) is dict and block.get("type") in IMAGE_BLOCK_TYPES
+
+
+def _without_images(content: list[Any], costs: list[int]) -> list[Any] | None:
+    """``content`` with each image block reduced to its type (its cost appended to ``costs``); None when
+    it holds no image. One level of nesting: a tool_result block's own content."""
+    out, found = [], False
+    for block in content:
+        if _is_image(block):
+            costs.append(image_tokens(block))
+            block, found = {"type": block["type"]}, True
+        elif type(block) is dict and type(block.get("content")) is list:
+            inner = _without_images(block["content"], costs)
+            if inner is not None:
+                block, found = {**block, "content": inner}, True
+        out.append(block)
+    return out if found else None
+
+
 def estimate_message(message: Any) -> int:
-    """The original estimator for one message: a quarter of its Python repr's length."""
+    """The original estimator for one message, a quarter of its Python repr's length, except that an
+    image block is sized as an image (its base64 payload is not text the model reads)."""
+    content = message.get("content") if type(message) is dict else None
+    if type(content) is list:
+        costs: list[int] = []
+        stripped = _without_images(content, costs)
+        if stripped is not None:
+            return len(str({**message, "content": stripped})) // 4 + sum(costs)
     return len(str(message)) // 4
 
 
 def estimate_tokens(messages: Iterable[Any]) -> int:
-    """The original estimator over a list: pure, no caching, any objects accepted."""
-    return sum(len(str(m)) // 4 for m in messages)
+    """The original estimator over a list (images sized as images): pure, no caching, any objects."""
+    return sum(map(estimate_message, messages))
 
 
 def seq_of(message: Any) -> int | None:

@@ -4,8 +4,9 @@ Each level does a little more damage than the one before and the ladder stops as
 view fits the target. It returns new messages and the sequence numbers it decided to truncate,
 remove or stub; the manager records those as sticky decisions. Protected, always: the first and
 the last real user message (the first may be stubbed at level 8, never removed), the most recent
-``protected_recent`` fraction of messages, the last ``protected_tool_results`` tool results, and
-every tool group as one unit.
+``protected_recent`` fraction of messages, the last ``protected_tool_results`` tool results, the
+messages that loaded tools and the newest persisted reminder (:func:`pinned_indices`), and every
+tool group as one unit.
 """
 
 from __future__ import annotations
@@ -101,6 +102,31 @@ def _latest_thinking_call(messages: list[Message]) -> int:
     return -1
 
 
+# Hosted tool search (OpenAI): the message that loaded tools; removing it unloads them mid-session.
+TOOL_SEARCH_KEY = "openai:tool_search_items"
+
+
+def is_persisted_reminder(message: Message) -> bool:
+    """A hook reminder today's streaming loop stores (``ephemeral`` and ``persisted`` in its metadata)."""
+    metadata = message.get("metadata")
+    return isinstance(metadata, dict) and metadata.get("ephemeral") is True and metadata.get("persisted") is True
+
+
+def pinned_indices(messages: list[Message]) -> set[int]:
+    """Messages the ladder never removes besides the users' and instructions: every one that loaded
+    tools (hosted tool search), and the newest persisted reminder (the state a hook keeps current)."""
+    pinned = set()
+    for index, message in enumerate(messages):
+        metadata = message.get("metadata")
+        if isinstance(metadata, dict) and metadata.get(TOOL_SEARCH_KEY):
+            pinned.add(index)
+    for index in range(len(messages) - 1, -1, -1):
+        if is_persisted_reminder(messages[index]):
+            pinned.add(index)
+            break
+    return pinned
+
+
 def _injected(message: Message) -> bool:
     return is_hook_injection(message) or is_injected_instruction(message)
 
@@ -157,6 +183,8 @@ class _Run:
             protected.add(n - 1)  # calls in flight (protected_recent=0): their results would arrive orphaned
         groups = tool_groups(self.messages)
         protected |= set(groups.get(_latest_thinking_call(self.messages), ()))
+        for index in pinned_indices(self.messages):
+            protected |= set(groups.get(index, (index,)))
         doomed: set[int] = set()
         for index, message in enumerate(self.messages):
             if self.fits():

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from . import clear_at_least as cal
-from .budget import effective_budget, provider_budget
+from .budget import BudgetReading, cap_and_fallback, effective_budget, explicit_budget, provider_window, read_budget
 from .config import (
     COMPACTION_STRATEGY_SUMMARY,
     DEFAULTS,
@@ -26,6 +26,7 @@ from .config import (
 )
 from .estimate import CountCache, estimate_tokens, seq_of
 from .evidence import EvidenceMixin
+from .ingress import IngressClipper
 from .instructions import hoist_all, is_injected_instruction, split_instructions
 from .ladder import LadderOps, last_results
 from .notice import INJECTIONS_REMOVED_KEY, RECENT_RESULTS_REMOVED_KEY, notice_message, removed_recent_results
@@ -100,6 +101,8 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResu
         token_counter: Any = _D["token_counter"],
         evidence_ledger_share: float = _D["evidence_ledger_share"],
         preset: str | None = _D["preset"],
+        max_tokens_fallback: int = _D["max_tokens_fallback"],
+        max_tool_result_bytes: int | None = _D["max_tool_result_bytes"],
     ) -> None:
         options = {k: v for k, v in locals().items() if k not in ("self", "hooks", "__class__")}
         self._apply_options(options)  # validated together; later assignments are validated one by one
@@ -119,7 +122,10 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResu
         self._derived: dict[tuple[int, str], tuple[Message, Any, Message]] = {}
         self._view_cache = ViewCache()
         self._repair_mirror = RepairMirror()
+        self._ingress = IngressClipper()  # tool results over max_tool_result_bytes, clipped in the view
         self._escalation_allowed = True
+        self._budget_reading: BudgetReading | None = None
+        self._budget_reported: BudgetReading | None = None
         self._last_measured_prompt_tokens: int | None = None
         self._last_token_meter_stats: dict[str, Any] | None = None
         self._reset_meter_usage()
@@ -153,6 +159,7 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResu
         self._derived.clear()
         self._view_cache.invalidate()
         self._repair_mirror.reset(None)
+        self._ingress.reset()
         if self._count_cache is not None:
             self._count_cache.clear()
         self._reset_summary_state()
@@ -232,6 +239,7 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResu
     async def get_messages_for_request(self, token_budget: int | None = None, provider: Any = None) -> list[Message]:
         """The view to send now: the history, compacted only if it no longer fits the budget."""
         budget = self._calculate_budget(check_token_budget(token_budget), provider)
+        await self._emit_budget_change()
         if self.compaction_strategy == COMPACTION_STRATEGY_SUMMARY and provider is not None:
             self._cached_provider = provider
         budget = effective_budget(budget, self.compaction_notice_token_reserve, self.compaction_notice_enabled)
@@ -262,7 +270,10 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResu
     async def _working_messages(self) -> list[Message]:
         """The system prompt (factory or stored) and the history, repaired for the provider."""
         prompt = await self._system_prompt() if self._system_prompt_factory is not None else None
-        working = self._view_cache.working(self.messages, prompt, _kept_with_factory)
+        self._ingress.limit = self.max_tool_result_bytes
+        working = self._view_cache.working(self.messages, prompt, _kept_with_factory, self._ingress)
+        for payload in self._ingress.take_pending():
+            await self._emit("context:tool_result_ingress_truncated", payload)
         start = in_flight_start(working)
         if start is not None:
             working = working[:start]
@@ -326,13 +337,32 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResu
     # ----- budget and meter --------------------------------------------------------------------
 
     def _calculate_budget(self, token_budget: int | None, provider: Any) -> int:
-        """Explicit budget, else the provider's window minus reserved output, else ``max_tokens``."""
+        """Explicit budget, else the provider's window minus reserved output, else the fallback; a
+        ``max_tokens`` that was set caps the last two (budget.py)."""
         if token_budget is not None:
-            return token_budget
-        budget, failed = provider_budget(provider, self.output_reserve_fraction)
-        if failed:
-            self._fault_counts["provider_info_failures"] += 1
-        return budget if budget is not None else self.max_tokens
+            reading = explicit_budget(token_budget, self.max_tokens, self.max_tokens_fallback)
+        else:
+            window, failed = provider_window(provider, self.output_reserve_fraction)
+            if failed:
+                self._fault_counts["provider_info_failures"] += 1
+            reading = read_budget(window, self.max_tokens, self.max_tokens_fallback)
+        self._budget_reading = reading
+        return reading.effective_budget
+
+    def _fallback_budget(self) -> int:
+        """The budget with no explicit budget and no provider window."""
+        cap, fallback = cap_and_fallback(self.max_tokens, self.max_tokens_fallback)
+        return fallback if cap is None else min(fallback, cap)
+
+    async def _emit_budget_change(self) -> None:
+        """``context:budget`` when this request's effective budget differs from the last one reported."""
+        reading = self._budget_reading
+        if reading is None or reading == self._budget_reported:
+            return
+        changed = self._budget_reported is None or reading.effective_budget != self._budget_reported.effective_budget
+        self._budget_reported = reading
+        if changed and self._hooks is not None:
+            await self._emit("context:budget", reading.payload())
 
     # ----- counting ----------------------------------------------------------------------------
 

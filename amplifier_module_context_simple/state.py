@@ -81,6 +81,9 @@ GROUPS: tuple[str, ...] = tuple(dict.fromkeys(field.group for field in FIELDS))
 NOT_SAVED: dict[str, str] = {
     "_hooks": "the host's hook registry",
     "_repair_mirror": "cache (the repaired working list and its settled point, rebuilt on demand)",
+    "_ingress": "cache (clipped view copies of oversized tool results, a pure function of content and cap)",
+    "_budget_reading": "this request's budget, recomputed on every request",
+    "_budget_reported": "the last context:budget payload; a resumed session reports its budget again",
     "messages": "the history itself: restored by set_messages()",
     "_next_seq": "re-stamped by set_messages()",
     "_tool_name_by_call_id": "derived from the history by set_messages()",

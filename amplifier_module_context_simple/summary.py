@@ -148,7 +148,7 @@ class SummaryMixin:
     def _request_budget(self) -> int:
         """The effective budget of the request being built (the meter records it first)."""
         budget = (self._last_token_meter_stats or {}).get("budget")
-        return budget if isinstance(budget, int) and budget > 0 else self.max_tokens
+        return budget if isinstance(budget, int) and budget > 0 else self._fallback_budget()
 
     def _absorb_floor(self, budget: int) -> int:
         """``summary_min_absorb_tokens`` in tokens: an int as is, a fraction of ``budget``."""

@@ -21,17 +21,13 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, NamedTuple
 
-from .estimate import estimate_message
+from .estimate import DEFAULT_IMAGE_TOKENS as DEFAULT_IMAGE_TOKENS
+from .estimate import IMAGE_BLOCK_TYPES, estimate_message, image_tokens
 
 COUNTER_ESTIMATE = "estimate"
 COUNTER_CONTENT = "content"
 TIKTOKEN_PREFIX = "tiktoken:"
 
-# Providers bill an image by its pixel size, never by the length of its base64 text: Anthropic charges
-# about width*height/750 tokens and downscales anything over ~1.15 megapixels (so ~1,600 at most),
-# OpenAI charges 85 + 170 per 512px tile after resizing (~1,100 at most), Gemini 258 per tile. A fixed
-# 1,600 sits at the top of that range; counting a 1 MB PNG's base64 as text would claim ~350,000.
-DEFAULT_IMAGE_TOKENS = 1600
 # Chat formats wrap each message in a few framing tokens (start, role separator, end); OpenAI's
 # cookbook uses 3 per message plus the role, which is counted as text.
 MESSAGE_OVERHEAD_TOKENS = 3
@@ -39,7 +35,6 @@ MESSAGE_OVERHEAD_TOKENS = 3
 TOOL_CALL_OVERHEAD_TOKENS = 3
 
 _TEXT_BLOCK_TYPES = frozenset({"text", "input_text", "output_text"})
-_IMAGE_BLOCK_TYPES = frozenset({"image_url", "image", "input_image"})
 _TOOL_CALL_BLOCK_TYPES = frozenset({"tool_call", "tool_use"})
 
 
@@ -85,7 +80,7 @@ def tool_call_parts(call: Any) -> tuple[str, str]:
 
 
 def _block_parts(block: Any, texts: list[str]) -> int:
-    """Append the billable texts of one content block; return how many images it holds."""
+    """Append the billable texts of one content block; return the tokens of the images it holds."""
     if isinstance(block, str):
         texts.append(block)
         return 0
@@ -93,8 +88,8 @@ def _block_parts(block: Any, texts: list[str]) -> int:
         texts.append(_json_text(block))
         return 0
     kind = block.get("type")
-    if kind in _IMAGE_BLOCK_TYPES:
-        return 1
+    if kind in IMAGE_BLOCK_TYPES:
+        return image_tokens(block)
     if kind in _TEXT_BLOCK_TYPES and isinstance(block.get("text"), str):
         texts.append(block["text"])
     elif kind == "thinking" and isinstance(block.get("thinking"), str):
@@ -110,7 +105,7 @@ def _block_parts(block: Any, texts: list[str]) -> int:
 
 
 def _content_parts(content: Any, texts: list[str]) -> int:
-    """Append the billable texts of a message's content; return how many images it holds."""
+    """Append the billable texts of a message's content; return the tokens of the images it holds."""
     if content is None:
         return 0
     if isinstance(content, str):
@@ -127,7 +122,7 @@ def billable_parts(message: dict[str, Any]) -> BillableParts:
     role = message.get("role")
     if isinstance(role, str):
         texts.append(role)
-    images = _content_parts(message.get("content"), texts)
+    images = _content_parts(message.get("content"), texts)  # tokens of its images
     calls = message.get("tool_calls")
     calls = calls if isinstance(calls, list) else []
     for call in calls:
@@ -138,7 +133,7 @@ def billable_parts(message: dict[str, Any]) -> BillableParts:
         # Reasoning text is sent back by some providers in tool loops; counting it errs on the safe side.
         if isinstance(message.get(key), str):
             texts.append(message[key])
-    fixed = MESSAGE_OVERHEAD_TOKENS + TOOL_CALL_OVERHEAD_TOKENS * len(calls) + DEFAULT_IMAGE_TOKENS * images
+    fixed = MESSAGE_OVERHEAD_TOKENS + TOOL_CALL_OVERHEAD_TOKENS * len(calls) + images
     return BillableParts(texts, fixed)
 
 

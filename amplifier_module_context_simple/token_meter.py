@@ -196,7 +196,7 @@ class TokenMeterMixin:
             "provenance_overrides": self._provenance_overrides,
             "anchor_floor_fires": self._anchor_floor_fires,
         }
-        budget = budget if budget is not None else self.max_tokens
+        budget = budget if budget is not None else self._fallback_budget()
         self._last_token_meter_stats = meter_stats(
             self.token_meter, source, kind, used, estimated, measured, hybrid, extras, budget
         )

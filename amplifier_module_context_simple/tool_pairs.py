@@ -72,7 +72,10 @@ def tool_groups(messages: list[dict[str, Any]]) -> dict[int, tuple[int, ...]]:
 def is_hook_injection(message: dict[str, Any]) -> bool:
     """A hook's ``inject_context`` (any role: amplifier-core honours ``context_injection_role``)."""
     metadata = message.get("metadata")
-    return isinstance(metadata, dict) and metadata.get("source") == "hook"
+    if not isinstance(metadata, dict):
+        return False
+    # Today's streaming loop stores hook reminders marked ephemeral and persisted instead.
+    return metadata.get("source") == "hook" or (metadata.get("ephemeral") is True and metadata.get("persisted") is True)
 
 
 def _held_in_group(message: dict[str, Any]) -> bool:

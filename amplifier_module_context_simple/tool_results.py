@@ -276,7 +276,7 @@ class ToolResultMixin:
     def _make_truncated(self, message: Message, settings: ToolResultSettings) -> Message:
         self._harvest_tool_names()
         name = tool_name_of(message, self._tool_name_by_call_id, self._tool_name_by_seq)
-        content = message.get("content")
+        content = self._ingress.source(message).get("content")  # a spill file holds the full result
         spill_file = None
         if settings.spill_dir and isinstance(content, str):
             spill_file = spill_path(settings.spill_dir, seq_of(message), content)

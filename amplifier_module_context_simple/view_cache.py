@@ -27,7 +27,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from .config import COMPACTION_STRATEGY_PROGRESSIVE, DEFAULTS
 from .estimate import seq_of, wire_form
@@ -36,6 +36,14 @@ from .state import FIELDS
 from .wire_copy import WireForms, edited
 
 Message = dict[str, Any]
+
+
+class Clipper(Protocol):
+    """The view copy of a stored message under the per-result byte cap (``limit`` None: no cap)."""
+
+    limit: int | None
+
+    def apply(self, message: Message) -> Message: ...
 
 
 @dataclass(frozen=True)
@@ -123,31 +131,35 @@ class ViewCache:
         self._body: _Body | None = None
         self._pending: tuple[list[Message], bool, Key] | None = None
         self._base: tuple[list[Message], int] | None = None
-        self._mirror: tuple[Any, int, Any, Any, list[Message]] = (None, 0, None, None, [])
+        self._mirror: tuple[Any, int, Any, Any, int | None, list[Message]] = (None, 0, None, None, None, [])
         self._open = 0  # requests that received the working list and have not returned (a raise leaks one)
         self._request: tuple[list[Message], bool] | None = None
         self.forms.clear()
 
     # ----- the working list ------------------------------------------------------------------------
 
-    def working(self, messages: list[Message], prompt: str | None, keep: Callable[[Message], bool]) -> list[Message]:
+    def working(
+        self, messages: list[Message], prompt: str | None, keep: Callable[[Message], bool], clip: Clipper
+    ) -> list[Message]:
         """The list a request starts from: the history, or with a factory's ``prompt`` that prompt, then the
-        messages ``keep`` accepts. Kept between requests and extended by appends; read-only. While another
-        request that received it is still running (suspended in a hook), a new list is made instead."""
+        messages ``keep`` accepts, each as ``clip`` shows it (a tool result over the byte cap: ingress.py).
+        Kept between requests and extended by appends; read-only. While another request that received it
+        is still running (suspended in a hook), a new list is made instead."""
         if not self.enabled:
-            if prompt is None:
-                return list(messages)
-            return [{"role": "system", "content": prompt}, *(m for m in messages if keep(m))]
+            kept = messages if prompt is None else [m for m in messages if keep(m)]
+            head = [] if prompt is None else [{"role": "system", "content": prompt}]
+            return [*head, *(map(clip.apply, kept) if clip.limit is not None else kept)]
         head = None if prompt is None else self._prompt_message(prompt)
-        source, length, last, head_was, mirror = self._mirror
+        source, length, last, head_was, limit, mirror = self._mirror
         grown = source is messages and length <= len(messages) and (not length or messages[length - 1] is last)
-        if not grown or head is not head_was:
+        if not grown or head is not head_was or limit != clip.limit:
             length, mirror = 0, ([] if head is None else [head])
         elif self._open:
             mirror = list(mirror)  # never change a list a running request reads
         new = messages[length:]
-        mirror += new if head is None else [m for m in new if keep(m)]
-        self._mirror = (messages, len(messages), messages[-1] if messages else None, head, mirror)
+        new = new if head is None else [m for m in new if keep(m)]
+        mirror += new if clip.limit is None else map(clip.apply, new)
+        self._mirror = (messages, len(messages), messages[-1] if messages else None, head, clip.limit, mirror)
         self._open += 1
         return mirror
 

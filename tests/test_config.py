@@ -167,7 +167,6 @@ def test_a_misspelled_live_attribute_is_named_with_the_right_one(caplog):
         ("compact_threshold", "0.9"),
         ("target_usage", math.nan),
         ("protected_recent", None),
-        ("max_tokens", 0),
         ("compact_max_consecutive_skips", math.inf),
         ("compact_max_consecutive_skips", "lots"),
         ("truncate_chars", "250"),
@@ -334,7 +333,6 @@ async def test_a_float_token_budget_still_works():
     [
         ("target_usage", "half"),
         ("compact_threshold", "1.5"),
-        ("max_tokens", 0),
         ("protected_tool_results", 2.5),
         ("truncate_chars", "250"),
         ("compact_max_consecutive_skips", math.nan),

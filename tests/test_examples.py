@@ -96,7 +96,7 @@ async def test_a_host_subscribing_through_the_channel_receives_the_meter_event()
     context = coordinator.get("context")
     await context.add_message({"role": "user", "content": "hi"})
     await context.get_messages_for_request()
-    assert seen == ["context:token_meter"]
+    assert seen == ["context:budget", "context:token_meter"]  # the first request reports its budget
     await cleanup()
 
 

@@ -179,12 +179,12 @@ def provider_info_provider(window: int, max_output: int) -> Any:
     ("window", "max_output", "expected"), [(1_000_000, 128_000, 931_904), (200_000, 64_000, 163_904)]
 )
 def test_budget_from_the_provider_is_window_minus_half_the_output_minus_margin(make, window, max_output, expected):
-    ctx = SimpleContextManager(max_tokens=1_000)  # max_tokens is a fallback, not a cap
+    ctx = SimpleContextManager(max_tokens_fallback=1_000)  # the default max_tokens is no cap
     assert ctx._calculate_budget(None, make(window, max_output)) == expected
 
 
-def test_budget_precedence_token_budget_then_model_info_then_defaults_then_max_tokens():
-    ctx = SimpleContextManager(max_tokens=12_345)
+def test_budget_precedence_token_budget_then_model_info_then_defaults_then_fallback():
+    ctx = SimpleContextManager(max_tokens_fallback=12_345)
     both = SimpleNamespace(
         get_model_info=model_info_provider(200_000, 64_000).get_model_info,
         get_info=provider_info_provider(1_000_000, 128_000).get_info,
@@ -211,7 +211,7 @@ def test_a_raising_model_info_still_lets_the_provider_defaults_speak():
     def boom() -> Any:
         raise RuntimeError("model info unavailable")
 
-    ctx = SimpleContextManager(max_tokens=5_000)
+    ctx = SimpleContextManager(max_tokens_fallback=5_000)
     provider = SimpleNamespace(get_model_info=boom, get_info=provider_info_provider(200_000, 64_000).get_info)
     assert ctx._calculate_budget(None, provider) == 163_904
     assert ctx.fault_stats["provider_info_failures"] == 1
@@ -463,9 +463,6 @@ async def test_empty_config_gives_the_defaults(config, caplog):
 @pytest.mark.parametrize(
     ("key", "value"),
     [
-        ("max_tokens", 0),
-        ("max_tokens", "big"),
-        ("max_tokens", True),
         ("compact_threshold", "0.9"),
         ("target_usage", "half"),
         ("protected_recent", None),

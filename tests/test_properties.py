@@ -399,7 +399,8 @@ class Checker:
         match = re.search(r"- Last (-?\d+) tool results \(full content\)(, except (\d+))?", notices[0])
         if match and int(match.group(1)) > 0:
             recent = answering_results(self.ctx.messages)[-int(match.group(1)) :]
-            whole = [wire(m) for m in recent if wire(m) in view]
+            # As every view shows them: a result over max_tool_result_bytes is clipped, marked, in all of them.
+            whole = [wire(m) for m in map(self.ctx._ingress.apply, recent) if wire(m) in view]
             assert len(recent) - len(whole) == int(match.group(3) or 0), "the notice miscounts whole recent results"
         lines = re.search(r"- (\d+) key lines of removed messages are kept", notices[0])
         ledgers = [m["content"] for m in view if (m.get("metadata") or {}).get("source") == "context-evidence"]
