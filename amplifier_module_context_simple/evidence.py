@@ -16,6 +16,7 @@ from . import evidence_text as et
 from . import ledger
 from .estimate import seq_of
 from .ladder import LadderPlan, plan_compaction
+from .replay import is_real_user_message
 
 Message = dict[str, Any]
 LEDGER_CEILING = 0.8  # a ledger never takes the view past this share of the trigger
@@ -24,10 +25,13 @@ LEDGER_CEILING = 0.8  # a ledger never takes the view past this share of the tri
 class EvidenceMixin:
     """The ledger's state on SimpleContextManager: ``_ledger`` = (anchor seq, text, removals covered)."""
 
-    def _plan_compaction(self, working: list[Message], system_tokens: int, target: int) -> LadderPlan:
-        """The ladder; in evidence mode it leaves the ledger's share free, and the ledger fills it."""
+    def _plan_compaction(
+        self, working: list[Message], system_tokens: int, target: int, user_words: int = 0
+    ) -> LadderPlan:
+        """The ladder; in evidence mode it leaves the ledger's share free, and the ledger fills it. The
+        newest user messages within ``user_words`` tokens are never stubbed."""
         share = self.evidence_ledger_share
-        ladder_args = (self.protected_recent, self.protected_tool_results, self._ladder_ops())
+        ladder_args = (self.protected_recent, self.protected_tool_results, self._ladder_ops(), user_words)
         if share <= 0:
             return plan_compaction(working, system_tokens, target, *ladder_args)
         working = [m for m in working if not ledger.is_ledger(m)]  # re-decided below
@@ -46,20 +50,41 @@ class EvidenceMixin:
             known |= self._evidence_tokens(message)
         # Stubbed user turns lost their words too: their full text is a source like a removed message's.
         gone = removed | self._stubbed_seqs | plan.stubbed
-        sources = [self._ledger_lines(m) for m in self.messages if seq_of(m) in gone and m.get("role") != "system"]
+        gone_messages = [m for m in self.messages if seq_of(m) in gone and m.get("role") != "system"]
+        sources = [self._ledger_lines(m) for m in gone_messages]
         empty = ledger.ledger_message(ledger.ledger_text([], len(removed)))
         # The ledger's share is its own even when the protected floor already fills the rest, as long
         # as the view stays well under the trigger (else every request would compact again).
         reserve = int(target * self.evidence_ledger_share)
         ceiling = int(target / self.target_usage * self.compact_threshold * LEDGER_CEILING) - plan.total
         room = min(max(target - plan.total, reserve), ceiling) - self._counts().count(empty)
-        lines = ledger.select(sources, known, room) if room > 0 else []
+        lines = self._select_lines(gone_messages, sources, known, room) if room > 0 else []
         if not lines:
             return
         self._ledger = (min(removed), ledger.ledger_text(lines, len(removed)), len(removed))
         message = self._ledger_message()
         plan.messages = ledger.insert(plan.messages, min(removed), message)
         plan.total += self._counts().count(message)
+
+    def _select_lines(
+        self, messages: list[Message], sources: list[tuple[ledger.Line, ...]], known: set[str], room: int
+    ) -> list[str]:
+        """The ledger's lines. When user words are kept (``user_words_share``), the stubbed user messages'
+        lines come first: the user's words that did not fit verbatim reach the ledger, never silently."""
+        if self.user_words_share <= 0:
+            return ledger.select(sources, known, room)
+        users = [is_real_user_message(m) for m in messages]
+        words = ledger.select([s if u else () for s, u in zip(sources, users, strict=True)], known, room)
+        spent = sum(len(line) // et.CHARS_PER_TOKEN + 1 for line in words)
+        chosen = set(words)
+        covered = known | {t for s in sources for line, tokens, _ in s if line in chosen for t in tokens}
+        others = [() if u else s for s, u in zip(sources, users, strict=True)]
+        rest = ledger.select(others, covered, room - spent) if room > spent else []
+        position: dict[str, int] = {}
+        for index, lines in enumerate(sources):
+            for line, _tokens, _priority in lines:
+                position.setdefault(line, index)
+        return sorted(words + rest, key=position.__getitem__)  # history order, as select gives
 
     def _ledger_message(self) -> Message:
         """The recorded ledger as a message (the same object while the ledger holds, so counts are cached)."""

@@ -134,12 +134,28 @@ def _injected(message: Message) -> bool:
 class _Run:
     """One ladder pass: the working list, its running exact total and the decisions so far."""
 
-    def __init__(self, messages: list[Message], total: int, target: int, ops: LadderOps) -> None:
+    def __init__(self, messages: list[Message], total: int, target: int, ops: LadderOps, user_words: int = 0) -> None:
         self.messages = messages
         self.total = total
         self.target = target
         self.ops = ops
+        self.user_words = user_words
         self.plan = LadderPlan(messages, total, 1)
+
+    def kept_words(self) -> set[int]:
+        """The newest real user messages whose tokens fit ``user_words`` together: never stubbed, so the
+        user's own words (a correction, a constraint) stay verbatim. Empty when the share is 0."""
+        kept: set[int] = set()
+        left = self.user_words
+        for index in range(len(self.messages) - 1, -1, -1):
+            if left <= 0:
+                break
+            message = self.messages[index]
+            if self.ops.is_real_user(message) and not message.get("_stubbed"):
+                left -= self.ops.count(message)
+                if left >= 0:
+                    kept.add(index)
+        return kept
 
     def fits(self) -> bool:
         return self.total <= self.target
@@ -237,16 +253,18 @@ class _Run:
         n = len(self.messages)
         first_user, last_user = self.user_bounds()
         boundary = int(n * (1 - protected_recent))
+        kept = self.kept_words() if self.user_words > 0 else set()
         for index in range(min(boundary, n)):
             if self.fits():
                 return
-            if index not in (first_user, last_user) and self._stubbable(self.messages[index]):
+            if index not in (first_user, last_user) and index not in kept and self._stubbable(self.messages[index]):
                 self._stub(index)
 
     def last_resort(self, protected_recent: float) -> None:
         """Level 8: stub the first user message, then drop old stubs (never the first message)."""
         first_user, last_user = self.user_bounds()
-        if first_user is not None and first_user != last_user and self._stubbable(self.messages[first_user]):
+        kept = self.kept_words() if self.user_words > 0 else set()
+        if first_user not in (None, last_user, *kept) and self._stubbable(self.messages[first_user]):
             self._stub(first_user)
         if self.fits():
             return
@@ -268,9 +286,11 @@ def plan_compaction(
     protected_recent: float,
     protected_tool_results: int,
     ops: LadderOps,
+    user_words: int = 0,
 ) -> LadderPlan:
-    """Run levels 1-8 over ``messages`` (already carrying sticky decisions) until ``target`` fits."""
-    run = _Run(list(messages), system_tokens + sum(ops.count(m) for m in messages), target, ops)
+    """Run levels 1-8 over ``messages`` (already carrying sticky decisions) until ``target`` fits; the
+    newest user messages within ``user_words`` tokens are never stubbed."""
+    run = _Run(list(messages), system_tokens + sum(ops.count(m) for m in messages), target, ops, user_words)
     keep = protected_tool_results
     steps: list[Callable[[], None]] = [
         lambda: run.truncate_slice(0.0, 0.25, keep),

@@ -103,6 +103,7 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResu
         preset: str | None = _D["preset"],
         max_tokens_fallback: int = _D["max_tokens_fallback"],
         max_tool_result_bytes: int | None = _D["max_tool_result_bytes"],
+        user_words_share: float = _D["user_words_share"],
     ) -> None:
         options = {k: v for k, v in locals().items() if k not in ("self", "hooks", "__class__")}
         self._apply_options(options)  # validated together; later assignments are validated one by one
@@ -432,7 +433,7 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResu
                 "ledger": self._ledger,  # the refused plan may record a new one: roll it back too
                 "budget": budget,
             }
-        plan = self._plan_compaction(working, system_tokens, target)
+        plan = self._plan_compaction(working, system_tokens, target, int(budget * self.user_words_share))
         for seq in plan.removed:
             self._record_removed(seq)
         self._truncated_seqs |= plan.truncated - plan.removed

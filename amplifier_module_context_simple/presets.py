@@ -12,6 +12,10 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
+# Every preset keeps the newest user messages verbatim within this share of the budget (issue 23): the
+# user's corrections and constraints are the first thing users miss when a compacting agent loses them.
+USER_WORDS_SHARE = 0.2
+
 PRESETS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
     {
         # Forget much less for about the default's cost: the ledger keeps removed messages' key lines.
@@ -19,6 +23,7 @@ PRESETS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
             {
                 "evidence_ledger_share": 0.7,
                 "target_usage": 0.30,
+                "user_words_share": USER_WORDS_SHARE,
                 "compaction_notice_verbosity": "minimal",
             }
         ),
@@ -29,6 +34,7 @@ PRESETS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
             {
                 "evidence_ledger_share": 0.75,
                 "target_usage": 0.20,
+                "user_words_share": USER_WORDS_SHARE,
                 "compaction_notice_enabled": False,
                 "protected_tool_results": 1,
             }
@@ -38,6 +44,7 @@ PRESETS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
             {
                 "evidence_ledger_share": 0.7,
                 "target_usage": 0.15,
+                "user_words_share": USER_WORDS_SHARE,
                 "compaction_notice_verbosity": "minimal",
             }
         ),

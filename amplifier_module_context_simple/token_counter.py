@@ -143,7 +143,7 @@ _PIECE = re.compile(
     r"(?:[^\r\n\w]|_)?(?:[A-Z]*[a-z]+|[A-Z]+[a-z]*|[^\W\d_]+)(?:'s|'t|'re|'ve|'m|'ll|'d)?"
     r"|\d{1,3}| ?(?:[^\s\w]|_)+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
-# Piece costs fitted on the 26 workload transcripts against o200k (evaluation/counter_error.py):
+# Piece costs fitted on the 26 workload transcripts against o200k (evaluation/studies/counter_error.py):
 # common words are one token, longer ones split, ALL-CAPS words and punctuation runs split often.
 _WORD_FREE_CHARS = 5
 _WORD_EXTRA_PER_CHAR = 0.1

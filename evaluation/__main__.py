@@ -9,18 +9,17 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from . import cli
 from .arms import ARMS, Arm, arm_by_name, engine_arm, load_engine
 from .cache import Prices
 from .driver import Settings
-from .scenarios import retention_scenarios
+from .scenarios import correction_scenarios, retention_scenarios
 from .shaped import shape
 from .workloads import SHIPPED_DIR, Workload
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "out"
-ALL_WORKLOADS = Path(__file__).resolve().parent.parent / "tests" / "data" / "workloads"
+ALL_WORKLOADS = cli.TESTS_WORKLOADS
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -36,13 +35,13 @@ def choose_workloads(args: argparse.Namespace) -> list[Workload]:
     if args.all_workloads:
         loads = (loads if args.workload else []) + cli.workloads([str(ALL_WORKLOADS)], SHIPPED_DIR)
     if args.scenario or (args.scenario is None and not args.workload):
-        loads += retention_scenarios(args.seed)
+        loads += retention_scenarios(args.seed) + correction_scenarios(args.seed)
     return loads
 
 
 def shaped_workloads(workloads: list[Workload]) -> list[Workload]:
     """Amplifier-shaped variants of the real sessions (evaluation/shaped.py), seeded by position."""
-    real = [w for w in workloads if not w.facts]
+    real = [w for w in workloads if not (w.facts or w.corrections)]
     return [Workload(f"{w.name} (shaped)", shape(w.messages, seed=i), source=w.source) for i, w in enumerate(real)]
 
 
@@ -63,19 +62,6 @@ def engine_labels(arms: list[Arm]) -> dict[str, str]:
     return out
 
 
-class Progress:
-    """A rich progress bar behind the tiny interface the runner uses."""
-
-    def __init__(self, bar: Any) -> None:
-        self.bar, self.task = bar, None
-
-    def total(self, n: int) -> None:
-        self.task = self.bar.add_task("replaying", total=n)
-
-    def advance(self, label: str) -> None:
-        self.bar.update(self.task, advance=1, description=label[:60])
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the evaluation; returns a process exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -88,9 +74,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """The main job: replay, measure, report, plot."""
-    from rich.progress import Progress as RichProgress
-
-    from . import plots, report
+    from . import plots, report, report_text
     from .runner import default_jobs, run_all
 
     prices = Prices(args.price_input, args.price_cache_write, args.price_cache_read)
@@ -99,11 +83,14 @@ def run(args: argparse.Namespace) -> int:
     )
     arms, workloads = choose_arms(args), choose_workloads(args)  # every file checked before any worker starts
     started = time.perf_counter()
-    with RichProgress(transient=True) as bar:
-        jobs = args.jobs or default_jobs()
-        runs = run_all(arms, workloads, settings, jobs, not args.no_tiktoken, Progress(bar))
-        shaped = shaped_workloads(workloads) if not args.no_shaped else []
-        shaped_runs = run_all(arms, shaped, settings, jobs, not args.no_tiktoken, Progress(bar)) if shaped else []
+    jobs = args.jobs or default_jobs()
+    with cli.StageProgress("replaying") as progress:
+        runs = run_all(arms, workloads, settings, jobs, not args.no_tiktoken, progress)
+    shaped = shaped_workloads(workloads) if not args.no_shaped else []
+    shaped_runs = []
+    if shaped:
+        with cli.StageProgress("replaying Amplifier-shaped") as progress:
+            shaped_runs = run_all(arms, shaped, settings, jobs, not args.no_tiktoken, progress)
     data = report.build(arms, runs, settings, engine_labels(arms))
     if shaped_runs:
         data["shaped"] = report.shaped_section(arms, shaped_runs, settings)
@@ -111,11 +98,15 @@ def run(args: argparse.Namespace) -> int:
     names = [] if args.no_plots else plots.write_all(data, args.out)
     if args.no_plots:
         plots.remove_stale(args.out)  # no picture of an earlier run next to this report
-    json_path, md_path = report.write(data, args.out, names)
+    json_path, md_path = report_text.write(data, args.out, names)
     report.print_table(data, md_path)
+    print("\nWhat to pick (this run's numbers):", *report_text.terminal_verdict(data), sep="\n")
     report.print_shaped(data)
-    runs_done = len(runs) + len(shaped_runs)
-    print(f"{runs_done} runs in {data['elapsed_s']} s; wrote {md_path}, {json_path} and {len(names)} plots")
+    print(f"{len(runs) + len(shaped_runs)} runs in {data['elapsed_s']} s; wrote:")
+    for path in (md_path, json_path):
+        print(f"  {report.short_path(path)}")
+    if names:
+        print(f"  {len(names)} plots in {report.short_path(args.out)}")
     return 0
 
 

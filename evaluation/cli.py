@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import json
 import math
 import sys
 from collections.abc import Callable, Iterable, Sequence
@@ -48,10 +49,29 @@ class Parser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line and exit 2."""
 
     def __init__(self, prog: str, doc: str | None = None, **kwargs: Any) -> None:
-        super().__init__(prog=prog, description=doc, formatter_class=HelpFormatter, allow_abbrev=False, **kwargs)
+        if kwargs.get("epilog"):
+            kwargs["epilog"] = _fold(kwargs["epilog"])
+        description = _fold(doc) if doc else doc
+        super().__init__(
+            prog=prog, description=description, formatter_class=HelpFormatter, allow_abbrev=False, **kwargs
+        )
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+HELP_WIDTH = 100
+
+
+def _fold(text: str) -> str:
+    """A docstring's lines kept as laid out, a line wider than the help's width folded (same indent)."""
+    import textwrap
+
+    out = []
+    for line in text.splitlines():
+        indent = line[: len(line) - len(line.lstrip())] + ("  " if line.lstrip().startswith(("- ", "* ")) else "")
+        out += textwrap.wrap(line, HELP_WIDTH, subsequent_indent=indent) if len(line) > HELP_WIDTH else [line]
+    return "\n".join(out)
 
 
 def guard(prog: str, body: Callable[[], int | None]) -> int:
@@ -187,6 +207,80 @@ def unknown(kind: str, name: str, known: Iterable[str]) -> UsageError:
     return UsageError(f"unknown {kind} {name!r}{hint}; known: {', '.join(known) or 'none'}")
 
 
+def check_module_config(option: str, config: Any) -> None:
+    """A configuration for the module that it takes without a single warning; else one UsageError line.
+
+    The module itself runs odd values with a warning (a drop-in accepts what the original accepts);
+    a sweep that measured such a configuration would report numbers nobody meant to ask for.
+    """
+    import logging
+
+    from amplifier_module_context_simple.config import parse_config
+
+    if not isinstance(config, dict):
+        raise UsageError(f"{option}: expected a JSON object of module keys, got {json.dumps(config)[:40]}")
+    seen: list[str] = []
+
+    class _Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record.getMessage().removeprefix("context-simple: "))
+
+    logger = logging.getLogger("amplifier_module_context_simple")
+    handler = _Collect(logging.WARNING)
+    logger.addHandler(handler)
+    try:
+        parse_config(config)
+    except ValueError as exc:
+        seen.append(str(exc).removeprefix("context-simple: "))
+    finally:
+        logger.removeHandler(handler)
+    if seen:
+        raise UsageError(f"{option}: {seen[0]}")
+
+
+class StageProgress:
+    """Progress on stderr, so a redirected stdout keeps only the results: a transient bar on a terminal,
+    else one line when a stage starts and one when it ends. The runner calls total() and advance()."""
+
+    def __init__(self, stage: str) -> None:
+        self.stage, self.done, self.count = stage, 0, 0
+        self.bar: Any = None
+        self.task: Any = None
+        self.started = 0.0
+
+    def __enter__(self) -> StageProgress:
+        import time
+
+        self.started = time.perf_counter()
+        if sys.stderr.isatty():
+            from rich.console import Console
+            from rich.progress import Progress
+
+            self.bar = Progress(console=Console(stderr=True), transient=True)
+            self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        import time
+
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
+        elif self.count and exc[0] is None:
+            print(f"{self.stage}: {self.done} runs done in {time.perf_counter() - self.started:.1f} s", file=sys.stderr)
+
+    def total(self, n: int) -> None:
+        self.count = n
+        if self.bar is not None:
+            self.task = self.bar.add_task(self.stage, total=n)
+        else:
+            print(f"{self.stage}: {n} runs...", file=sys.stderr, flush=True)
+
+    def advance(self, label: str) -> None:
+        self.done += 1
+        if self.bar is not None:
+            self.bar.update(self.task, advance=1, description=label[:50])
+
+
 def _short(path: Path) -> str:
     try:
         return str(path.resolve().relative_to(Path.cwd()))
@@ -201,7 +295,7 @@ def main_parser() -> Parser:
     epilog = "arms (--arms NAME,NAME):\n" + "\n".join(f"  {a.name:<18} {a.notes}" for a in ARMS)
     epilog += "\n\nsubcommand: python -m evaluation identity --help (byte-identity check)"
     p = Parser("python -m evaluation", "Replay transcripts through every arm and write the report.", epilog=epilog)
-    add_workload(p, "the shipped sessions plus the planted-fact scenarios")
+    add_workload(p, "the shipped sessions plus the generated scenarios")
     p.add_argument(
         "--all-workloads", action="store_true", help="also replay the 26 transcripts in tests/data/workloads/"
     )
@@ -210,9 +304,9 @@ def main_parser() -> Parser:
         "--scenario",
         action="store_true",
         default=None,
-        help="add the planted-fact scenarios (default: only without --workload)",
+        help="add the generated scenarios (default: only without --workload)",
     )
-    s.add_argument("--no-scenario", dest="scenario", action="store_false", help="leave the planted-fact scenarios out")
+    s.add_argument("--no-scenario", dest="scenario", action="store_false", help="leave the generated scenarios out")
     p.add_argument("--seed", type=int, default=7, help="first seed of the scenarios")
     p.add_argument("--arms", metavar="NAMES", help="comma-separated arm names (default: all; listed below)")
     p.add_argument(

@@ -97,6 +97,7 @@ class Request:
     facts: list[str] = field(default_factory=list)
     facts_due: list[str] = field(default_factory=list)
     retracted_present: bool = False
+    corrections: int = 0  # the workload's corrections present verbatim as a user message's whole text
     truncated_tools: int = 0
     tails_kept: int = 0
     evidence: Score | None = None
@@ -117,6 +118,7 @@ class Run:
     requests: list[Request] = field(default_factory=list)
     facts: list[str] = field(default_factory=list)
     probe_requests: list[int] = field(default_factory=list)
+    corrections: int = 0  # how many the workload holds
     estimate_source: str = ""
     summary_calls: int = 0
     summary_cost: float = 0.0
@@ -150,7 +152,9 @@ async def replay_async(arm: Arm, workload: Workload, settings: Settings, counter
 
     window = size_window(counter.messages(workload.messages) + settings.request_overhead, settings)
     run = Run(arm.name, workload.name, "", window, counter.name, facts=sorted(workload.facts))
-    run.synthetic = bool(workload.facts)  # generated scenarios carry planted facts; evidence is for real ones
+    # Generated scenarios carry planted facts or corrections; evidence is measured on real sessions only.
+    run.synthetic = bool(workload.facts or workload.corrections)
+    run.corrections = len(workload.corrections)
     run.probe_requests = list(workload.probe_requests)
     coordinator = MockCoordinator()
     provider = SimProvider(
@@ -193,7 +197,7 @@ async def _settle(ctx: Any) -> None:
 
 
 class _EventCounter:
-    """Counts ``context:compaction`` events: a prefix that changes without one is a silent cache rebuild."""
+    """Counts `context:compaction` events: a prefix that changes without one is a silent cache rebuild."""
 
     def __init__(self, hooks: Any) -> None:
         self.count = 0
@@ -295,6 +299,9 @@ def view_text(view: list[dict]) -> str:
 
 
 def _probe_facts(view: list[dict], workload: Workload, req: Request) -> None:
+    if workload.corrections:
+        typed = {m.get("content") for m in view if m.get("role") == "user" and isinstance(m.get("content"), str)}
+        req.corrections = sum(text in typed for text in workload.corrections)
     if not workload.facts:
         return
     text = view_text(view)

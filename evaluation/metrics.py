@@ -66,6 +66,7 @@ def run_metrics(run: Run) -> dict[str, Any]:
     }
     m.update(estimator_error(ok))
     m.update(fact_retention(run))
+    m.update(corrections_kept(run))
     m.update(evidence_recall(run))
     return m
 
@@ -92,6 +93,13 @@ def estimator_error(requests: Iterable[Any]) -> dict[str, float | None]:
         "estimator_error_mean": sum(errs) / len(errs),
         "estimator_error_abs": sum(abs(e) for e in errs) / len(errs),
     }
+
+
+def corrections_kept(run: Run) -> dict[str, Any]:
+    """The user's corrections still in the final view, verbatim, as user messages (issue 23)."""
+    ok = [r for r in run.requests if r.error is None]
+    final = ok[-1].corrections if ok and run.corrections else 0
+    return {"corrections_total": run.corrections, "corrections_kept": final}
 
 
 def fact_retention(run: Run) -> dict[str, Any]:
@@ -150,6 +158,8 @@ SAFETY = (
     "truncated_tool_results",
     "facts_total",
     "facts_kept",
+    "corrections_total",
+    "corrections_kept",
 )
 
 

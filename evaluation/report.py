@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import asdict
 from pathlib import Path
@@ -13,6 +12,7 @@ from .driver import Run, Settings
 from .metrics import arm_totals, run_metrics
 
 DEFAULT_ARM = "progressive"
+TERMINAL_WIDTH = 80  # no terminal line is wider
 REFERENCE_ARM = "none"
 # The few columns that decide a choice: shown in the terminal and first in report.md.
 KEY_COLUMNS = [
@@ -23,6 +23,7 @@ KEY_COLUMNS = [
     ("boundaries", "boundaries"),
     ("over window", "over_window"),
     ("facts kept", "facts_final"),
+    ("corrections kept", "corrections"),
     ("invalid", "invalid_views"),
 ]
 TERMINAL_HEADS = [
@@ -32,9 +33,10 @@ TERMINAL_HEADS = [
     "bound-\naries",
     "over\nwindow",
     "facts\nkept",
+    "correc-\ntions",
     "invalid",
 ]
-DROP_ORDER = [2, 3, 5]  # on a narrow terminal: token miss, boundaries, facts kept go first
+DROP_ORDER = [2, 3, 5, 6]  # on a narrow terminal: token miss, boundaries, facts, corrections go first
 COLUMNS = [
     ("arm", "arm"),
     ("reqs", "requests"),
@@ -55,6 +57,7 @@ COLUMNS = [
     ("sys hashes", "max_system_prompt_hashes"),
     ("facts end", "facts_final"),
     ("facts probes", "facts_probes"),
+    ("corrections kept", "corrections"),
     ("scenario cost vs none", "scenario_vs_none"),
     ("tail kept", "tail_retention"),
     ("est err", "estimator_error_mean"),
@@ -93,6 +96,8 @@ def build(arms: list[Arm], runs: list[Run], settings: Settings, engines: dict[st
     floor = over_window_floor(totals, rows)
     for t in totals.values():
         t["valid"] = valid(t, floor["requests"])
+        total = t.get("corrections_total") or 0
+        t["corrections"] = f"{t['corrections_kept']}/{total}" if total and t["available"] else None
     counter = runs[0].counter if runs else "n/a"
     return {
         "token_counter": counter,
@@ -182,7 +187,7 @@ def print_table(data: dict[str, Any], md_path: Path | None = None) -> None:
 
     console = Console()
     if not console.is_terminal and "COLUMNS" not in os.environ:
-        console = Console(width=120)  # piped: wide enough for every key column
+        console = Console(width=TERMINAL_WIDTH)  # piped: the width of a standard terminal
     cells = table_cells(data, KEY_COLUMNS)
     keep = _fitting_columns(cells, console.width)
     caption = "miss: evidence the next step used that the view lost (by line / by token), after the first compaction"
@@ -195,12 +200,22 @@ def print_table(data: dict[str, Any], md_path: Path | None = None) -> None:
         table.add_column(TERMINAL_HEADS[i], justify="right", no_wrap=True)
     for row in cells:
         table.add_row(row[0], *(row[i + 1] for i in keep))
-    console.print(table)
+    with console.capture() as captured:
+        console.print(table)
+    print("\n".join(line.rstrip() for line in captured.get().splitlines()).strip("\n"))
     for name, t in data["totals"].items():
         if not t["available"]:
-            console.print(f"{name}: not available ({t['reason']})")
+            print(f"{name}: not available ({t['reason']})")
     if md_path is not None:
-        console.print(f"What to pick, every column and the warnings: {md_path}")
+        print(f"Every column, the plots and the warnings:\n  {short_path(md_path)}")
+
+
+def short_path(path: Path) -> str:
+    """A path relative to the working folder when it is below it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 def _fitting_columns(cells: list[list[str]], width: int) -> list[int]:
@@ -223,7 +238,7 @@ def _title(data: dict[str, Any]) -> str:
     w = data["workloads"]
     window = data["settings"]["window_fraction"]
     return (
-        f"{len(w['real'])} transcripts + {len(w['scenarios'])} planted-fact scenarios, "
+        f"{len(w['real'])} transcripts + {len(w['scenarios'])} generated scenarios, "
         f"window {window:.0%} of each session ({data['token_counter']})"
     )
 
@@ -233,17 +248,6 @@ def markdown_table(headers: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(headers) + " |", "|" + " --- |" * len(headers)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     return "\n".join(lines)
-
-
-def write(data: dict[str, Any], out: Path, plots: list[str]) -> tuple[Path, Path]:
-    """Write report.json and report.md into `out`."""
-    from .report_text import markdown
-
-    out.mkdir(parents=True, exist_ok=True)
-    json_path, md_path = out / "report.json", out / "report.md"
-    json_path.write_text(json.dumps(data, indent=1, sort_keys=True, default=str) + "\n", encoding="utf-8")
-    md_path.write_text(markdown(data, plots), encoding="utf-8")
-    return json_path, md_path
 
 
 def per_workload(data: dict[str, Any]) -> str:

@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
-from .report import DEFAULT_ARM, KEY_COLUMNS, REFERENCE_ARM, fmt, markdown_table, per_workload, table_cells, valid
+from .report import (
+    COLUMNS,
+    DEFAULT_ARM,
+    KEY_COLUMNS,
+    REFERENCE_ARM,
+    fmt,
+    markdown_table,
+    per_workload,
+    shaped_rows,
+    table_cells,
+    valid,
+)
 from .tokens import FALLBACK_NAME, FRAMING_TOKENS
 
 FALLBACK_NOTE = " tiktoken o200k_base was not used (it could not load, or --no-tiktoken); counts are approximate."
@@ -31,7 +44,7 @@ DEFINITIONS = [
         "facts end / probes",
         "planted facts present verbatim at the last request (pooled over the scenarios) / mean at the probes",
     ),
-    ("scenario cost vs none", "billed cost on the planted-fact scenarios relative to the no-compaction reference"),
+    ("scenario cost vs none", "billed cost on the generated scenarios relative to the no-compaction reference"),
     ("invalid", "requests that raised or whose view holds an orphan tool result or an unanswered call (must be 0)"),
     ("tail kept", "shortened tool results whose original last 80 characters are still in the view"),
     ("est err", "mean (estimate - true) / true over requests (estimator error against true tokens)"),
@@ -77,7 +90,6 @@ def explain(data: dict[str, Any]) -> list[str]:
 
 def markdown(data: dict[str, Any], plots: list[str]) -> str:
     """The whole report.md."""
-    from .report import COLUMNS
 
     parts = ["# Evaluation report", "", *verdict(data), "", "## Key numbers (pooled)", ""]
     parts += [markdown_table([h for h, _ in KEY_COLUMNS], table_cells(data, KEY_COLUMNS)), ""]
@@ -104,7 +116,7 @@ def verdict(data: dict[str, Any]) -> list[str]:
         "## How to read this, and what to pick",
         "",
         f"Each arm is one configuration replayed on the same {len(w['real'])} real transcripts and "
-        f"{len(w['scenarios'])} planted-fact scenarios, with a window of "
+        f"{len(w['scenarios'])} generated scenarios (planted facts, the user's corrections), with a window of "
         f"{data['settings']['window_fraction']:.0%} of each session's size, so every session must be compacted. "
         "Read three things: what it bills (**cost vs none**, lower is cheaper), what it forgets (**evidence line "
         "miss**: the share of what the agent used in its next step that the view no longer shows, after the "
@@ -124,9 +136,22 @@ def verdict(data: dict[str, Any]) -> list[str]:
         keep = min(ok, key=lambda n: (totals[n]["evidence_line_miss"], totals[n]["cost"]))
         out.append(f"- Cheapest valid arm: {_arm(data, cheap)}. Fewest evidence misses: {_arm(data, keep)}.")
         out.append("- The frontier (no valid arm is both cheaper and misses less): " + ", ".join(front) + ".")
-    out += _floor(data) + _not_valid(totals)
+    out += _corrections(totals) + _floor(data) + _not_valid(totals)
     out.append("- " + _pick(data))
     return out
+
+
+def _corrections(totals: dict[str, dict[str, Any]]) -> list[str]:
+    """Which valid arms keep the most of the user's corrections verbatim (the corrections scenarios)."""
+    ran = {n: t for n, t in totals.items() if valid(t) and t.get("corrections")}
+    if not ran:
+        return []
+    best = max(t["corrections_kept"] for t in ran.values())
+    names = ", ".join(f"`{n}`" for n, t in ran.items() if t["corrections_kept"] == best)
+    d = totals.get(DEFAULT_ARM) or {}
+    default = f"; the default keeps {d['corrections']}" if d.get("corrections") else ""
+    total = next(iter(ran.values()))["corrections_total"]
+    return [f"- To keep the user's corrections verbatim: {names} ({best}/{total} kept){default}."]
 
 
 def _n(count: int, noun: str) -> str:
@@ -249,7 +274,6 @@ def shaped(data: dict[str, Any]) -> list[str]:
     """The Amplifier-shaped section: what hosts really store, every arm, the promises that must hold."""
     if "shaped" not in data:
         return []
-    from .report import shaped_rows
 
     headers, rows = shaped_rows(data)
     return [
@@ -266,3 +290,47 @@ def shaped(data: dict[str, Any]) -> list[str]:
         markdown_table(headers, rows),
         "",
     ]
+
+
+def write(data: dict[str, Any], out: Path, plots: list[str]) -> tuple[Path, Path]:
+    """Write report.json and report.md into `out`."""
+    out.mkdir(parents=True, exist_ok=True)
+    json_path, md_path = out / "report.json", out / "report.md"
+    json_path.write_text(json.dumps(data, indent=1, sort_keys=True, default=str) + "\n", encoding="utf-8")
+    md_path.write_text(markdown(data, plots), encoding="utf-8")
+    return json_path, md_path
+
+
+def plain(text: str) -> str:
+    """Markdown emphasis and code marks taken out, for the terminal."""
+    return text.replace("**", "").replace("`", "")
+
+
+def undecided(data: dict[str, Any]) -> list[str]:
+    """Where this run's numbers cannot decide: sessions too small to compact, or arms that tie."""
+    totals = {n: t for n, t in data["totals"].items() if valid(t) and t["evidence_line_miss"] is not None}
+    out = []
+    d = data["totals"].get(DEFAULT_ARM)
+    if d and d["available"] and not d["boundaries"]:
+        out.append(
+            "The sessions were too small to compact at this window: the arms cannot be told apart; "
+            "use a smaller --window-fraction or longer sessions."
+        )
+    seen: dict[tuple[str, str], str] = {}
+    for name, t in totals.items():
+        key = (fmt("vs_none", t["vs_none"]), fmt("evidence_line_miss", t["evidence_line_miss"]))
+        if key in seen and name != REFERENCE_ARM:
+            out.append(f"{seen[key]} and {name} tie on cost and evidence miss: these numbers cannot decide.")
+        seen.setdefault(key, name)
+    return out
+
+
+def terminal_verdict(data: dict[str, Any], width: int = 80) -> list[str]:
+    """Which arm to pick for which goal, from this run's numbers, wrapped to `width` for the terminal."""
+    import textwrap
+
+    bullets = [line[2:] for line in verdict(data) if line.startswith("- ")]
+    lines = []
+    for text in [*bullets, *undecided(data)]:
+        lines += textwrap.wrap(plain(text), width, initial_indent="- ", subsequent_indent="  ")
+    return lines

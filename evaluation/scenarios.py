@@ -169,3 +169,44 @@ def retention_scenario(seed: int, tool_results: int = RETENTION_TOOL_RESULTS) ->
 def retention_scenarios(first_seed: int = 7, seeds: int = RETENTION_SEEDS) -> list[Workload]:
     """The retention test: `seeds` scenarios with consecutive seeds."""
     return [retention_scenario(first_seed + i) for i in range(seeds)]
+
+
+CORRECTIONS = 4  # mid-session corrections per corrections scenario
+_SETTINGS = ("port", "region", "log level", "retry limit", "batch size", "timeout")
+
+
+def correction_text(rng: random.Random, n: int) -> str:
+    """A user's mid-session correction, long enough (> 80 characters) that the ladder may stub it."""
+    setting = _SETTINGS[(n + rng.randrange(len(_SETTINGS))) % len(_SETTINGS)]
+    new, old = rng.randrange(1000, 9999), rng.randrange(1000, 9999)
+    return (
+        f"Actually, use {setting} {new}, not {old}: the old value clashes with {_code(rng, 'SVC')} "
+        f"({_line(rng, 6)}). Keep this for the rest of the session."
+    )
+
+
+def correction_scenario(seed: int, tool_results: int = RETENTION_TOOL_RESULTS) -> Workload:
+    """A seeded session with `CORRECTIONS` user corrections spread over its middle (issue 23): the probe
+    is whether each is still in the view, verbatim, as the user typed it, at the end."""
+    rng = random.Random(f"corrections-{seed}")
+    b = _Builder(rng)
+    b.user(f"Set up the service and keep it running. {_line(rng, 14)}.")
+    b.say(f"Noted. {_line(rng, 8)}.")
+    at = {round(tool_results * (i + 1) / (CORRECTIONS + 1)) for i in range(CORRECTIONS)}
+    corrections: list[str] = []
+    for k in range(tool_results):
+        b.tool(_tool_output(rng, rng.choice(RESULT_SIZES), "", "", ""))
+        if k in at:
+            corrections.append(correction_text(rng, len(corrections)))
+            b.user(corrections[-1])
+            b.say("Understood, switching to the corrected value.")
+        elif k % 4 == 3:
+            b.status(30, 25)
+    b.finish("Final check: list every value you were told to use.", [])
+    name = f"corrections-seed{seed}"
+    return Workload(name, b.messages, source=f"generated, seed {seed}", corrections=corrections)
+
+
+def correction_scenarios(first_seed: int = 7, seeds: int = RETENTION_SEEDS) -> list[Workload]:
+    """The corrections probe: `seeds` sessions with consecutive seeds, 4 corrections each."""
+    return [correction_scenario(first_seed + i) for i in range(seeds)]

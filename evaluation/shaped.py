@@ -4,15 +4,15 @@ The shipped transcripts are clean: string content, no hook messages. amplifier-c
 :func:`shape` rewrites a session with a seeded random generator, so the same (session, seed) always
 gives the same messages:
 
-* after a share of the tool calls, a **system-role hook injection** (``metadata.source == "hook"``,
-  a ``<system-reminder>`` envelope, as ``HookResult.context_injection_role`` defaults to "system"):
-  about half stored between the call and its results (loop-basic's order for ``tool:post``), the
+* after a share of the tool calls, a **system-role hook injection** (`metadata.source == "hook"`,
+  a `<system-reminder>` envelope, as `HookResult.context_injection_role` defaults to "system"):
+  about half stored between the call and its results (loop-basic's order for `tool:post`), the
   rest after the group;
-* **list-of-blocks content** on some user messages and tool results (``[{"type": "text", ...}]``);
+* **list-of-blocks content** on some user messages and tool results (`[{"type": "text", ...}]`);
 * a **developer-role instruction** after the system prompt on some sessions;
 * **thinking blocks** with signatures on assistant turns (Anthropic extended thinking), the text
   kept as a text block after them;
-* **call ids reused per turn** (``call_0``, ``call_1``, ... in every assistant turn).
+* **call ids reused per turn** (`call_0`, `call_1`, ... in every assistant turn).
 """
 
 from __future__ import annotations

@@ -33,6 +33,7 @@ class Workload:
     retracted: str | None = None
     probe_requests: list[int] = field(default_factory=list)
     source: str = ""
+    corrections: list[str] = field(default_factory=list)  # user messages whose verbatim survival is probed
 
 
 def read_messages(path: str | Path) -> list[dict]:

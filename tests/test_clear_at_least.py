@@ -494,8 +494,8 @@ async def test_defaults_are_byte_identical_over_real_transcripts() -> None:
 
 @pytest.mark.asyncio
 async def test_gate_script_counts_boundaries_and_catches_the_cap() -> None:
-    from evaluation.clear_at_least_gate import monotone
-    from evaluation.clear_at_least_gate import replay as gate_replay
+    from evaluation.studies.clear_at_least_gate import monotone
+    from evaluation.studies.clear_at_least_gate import replay as gate_replay
     from evaluation.tokens import TokenCounter
     from evaluation.workloads import load_jsonl
 

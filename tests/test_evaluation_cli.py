@@ -203,7 +203,8 @@ def test_named_workloads_run_alone_unless_the_scenario_is_asked_for():
     parse = evaluation_main.parse
     assert [w.name for w in choose(parse(["--workload", str(SMALL)]))] == [SMALL.stem]
     named_plus = [w.name for w in choose(parse(["--workload", str(SMALL), "--scenario"]))]
-    assert named_plus == [SMALL.stem, "retention-seed7", "retention-seed8", "retention-seed9", "retention-seed10"]
+    generated = [f"{kind}-seed{s}" for kind in ("retention", "corrections") for s in (7, 8, 9, 10)]
+    assert named_plus == [SMALL.stem, *generated]
     default = [w.name for w in choose(parse([]))]
     assert "retention-seed7" in default and len(default) > 5
     assert "retention-seed7" not in [w.name for w in choose(parse(["--no-scenario"]))]
@@ -337,7 +338,8 @@ WINDOWED = ["meter_report", "counter_arms", "tail_retention", "summary_refire", 
 def command(name: str):
     import importlib
 
-    return importlib.import_module(f"evaluation.{name}").main
+    folder = "benchmarks." if name.startswith("bench_") else "" if name == "identity" else "studies."
+    return importlib.import_module(f"evaluation.{folder}{name}").main
 
 
 @pytest.mark.parametrize("name", [*COMMANDS, "bench_tool_results", "identity"])
@@ -355,7 +357,7 @@ def test_every_command_refuses_a_bad_workload_in_one_line(name, tmp_path, capsys
     bad = write(tmp_path, "bad.jsonl", jsonl(SYSTEM, {"role": "user", "content": [1]}, ANSWER))
     assert command(name)(["--workload", str(bad)]) == 2
     err = capsys.readouterr().err
-    one_line_error(err, f"python -m evaluation.{name}: error: {bad}:2:", "content block is a number")
+    one_line_error(err, f"python -m {command(name).__module__}: error: {bad}:2:", "content block is a number")
     assert command(name)(["--workload", str(tmp_path / "missing")]) == 2
     one_line_error(capsys.readouterr().err, "missing: no such file or folder")
 
@@ -389,7 +391,7 @@ def test_command_specific_options_are_checked(name, argv, message, capsys):
 
 
 def test_old_spellings_still_work_as_hidden_aliases(capsys):
-    from evaluation import clear_at_least_gate
+    from evaluation.studies import clear_at_least_gate
 
     args = clear_at_least_gate.parse(["--workloads", str(SMALL), "--fractions", "0.3", "0.4"])
     assert args.workload == [str(SMALL)] and args.window_fraction == [0.3, 0.4]
@@ -399,7 +401,7 @@ def test_old_spellings_still_work_as_hidden_aliases(capsys):
 
 
 def test_meter_report_reads_the_named_workload(capsys):
-    from evaluation import meter_report
+    from evaluation.studies import meter_report
 
     assert meter_report.main(["--workload", str(SMALL), "--window-fraction", "0.5"]) == 0
     out = capsys.readouterr().out

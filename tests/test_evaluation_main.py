@@ -14,7 +14,9 @@ def test_main_command_writes_a_report_that_parses(tmp_path, capsys):
     assert code == 0
     data = json.loads((tmp_path / "report.json").read_text())
     assert set(data["totals"]) == {"none", "progressive"}
-    assert {r["workload"] for r in data["rows"]} == {SMALL.stem} | {f"retention-seed{s}" for s in (7, 8, 9, 10)}
+    generated = {f"{kind}-seed{s}" for kind in ("retention", "corrections") for s in (7, 8, 9, 10)}
+    assert {r["workload"] for r in data["rows"]} == {SMALL.stem} | generated
+    assert data["totals"]["none"]["corrections"] == "16/16"  # no compaction keeps every correction
     assert data["token_counter"]
     none = data["totals"]["none"]
     assert none["boundaries"] == 0 and none["orphan_tool_results"] == 0

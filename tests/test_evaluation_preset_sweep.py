@@ -2,7 +2,7 @@
 
 import pytest
 
-from evaluation import preset_sweep
+from evaluation.studies import preset_sweep
 
 
 def totals(cost: float, miss: float, available: bool = True) -> dict:
@@ -45,4 +45,4 @@ def test_configurations_are_the_default_then_the_grid_then_the_given_ones() -> N
 def test_a_bad_config_is_one_line_and_exit_2(text: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert preset_sweep.main(["--config", text]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("python -m evaluation.preset_sweep: error: --config") and "\n" not in err
+    assert err.startswith("python -m evaluation.studies.preset_sweep: error: --config") and "\n" not in err

@@ -34,7 +34,7 @@ LOGGER = "amplifier_module_context_simple"
 ENVELOPE = '<system-reminder source="context-summary">\n'
 SWE = "msa__pr814__deepseek_bench1__django__django-14155"  # one user message, 56 requests
 TAU = "taubench__airline__task003__trial0"  # eleven user turns, 30 requests
-RECOMMENDED = {"summary_min_absorb_tokens": 0.55}  # evaluation/summary_refire.py
+RECOMMENDED = {"summary_min_absorb_tokens": 0.55}  # evaluation/studies/summary_refire.py
 
 
 def transcript(name: str) -> list[dict[str, Any]]:

@@ -616,8 +616,8 @@ def test_hybrid_compacts_only_on_provider_anchored_counts(stem):
     Recorded escapes: the override (no anchor ever, at 100%) and the anchor-floor fire (a rejected
     anchor whose provider total plus tail crosses the threshold), each counted in the stats.
     """
-    from evaluation.meter_report import MODES as REPORT_MODES
-    from evaluation.meter_report import load, replay_meter, true_counter, window_for
+    from evaluation.studies.meter_report import MODES as REPORT_MODES
+    from evaluation.studies.meter_report import load, replay_meter, true_counter, window_for
 
     count = true_counter()
     messages = load(stem)

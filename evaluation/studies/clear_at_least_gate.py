@@ -1,6 +1,6 @@
 """The README's pre-registered gate for compact_clear_at_least, on real transcripts.
 
-`uv run python -m evaluation.clear_at_least_gate [--window-fraction 0.45] [--floors off 10000 20000 40000]`
+`uv run python -m evaluation.studies.clear_at_least_gate [--window-fraction 0.45] [--floors off 10000 20000 40000]`
 
 Each session is replayed (a view before every assistant message) through context-simple mounted on
 a mock coordinator, with the simulated provider billing every view against a prefix cache and
@@ -25,15 +25,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import cli
-from .driver import frozen
-from .provider import SimProvider
-from .tokens import TokenCounter, wire_key
-from .workloads import Workload
+from .. import cli
+from ..driver import frozen
+from ..provider import SimProvider
+from ..tokens import TokenCounter, wire_key
+from ..workloads import Workload
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parent.parent.parent
 DEFAULT_DIR = REPO / "tests" / "data" / "workloads"
-PROG = "python -m evaluation.clear_at_least_gate"
+PROG = "python -m evaluation.studies.clear_at_least_gate"
 DEFAULT_FLOORS = ["off", "10000", "20000", "40000"]
 MIN_SESSION_TOKENS = 70_000  # "the larger msa__ sessions": floors of 10k-40k must matter
 NOTICE_RESERVE = 800

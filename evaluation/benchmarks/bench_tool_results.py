@@ -1,13 +1,13 @@
 """Tool-result truncation cost on one huge single-line result: chars before lines, never lines.
 
-A single line of 1, 5, 10 and 20 MB is truncated the way the ladder does it (``_truncate_tool_result``
+A single line of 1, 5, 10 and 20 MB is truncated the way the ladder does it (`_truncate_tool_result`
 on a stored message): legacy head; head_tail at 2,000 tokens; head_tail with spill to a fresh
 temporary directory (sha256 of the content plus an atomic write); head_tail with
-``token_counter="content"`` (the token budget is converted with the configured counter, which
-reads the whole content). A last arm builds a whole view (``get_messages_for_request``) that
+`token_counter="content"` (the token budget is converted with the configured counter, which
+reads the whole content). A last arm builds a whole view (`get_messages_for_request`) that
 truncates the result. The figure of merit is time per MB: flat or falling with size means cost at
 most linear in the size, and no line-based scan. A 20 MB control split into 400,000 lines shows
-line count does not matter. Run: ``uv run python -m evaluation.bench_tool_results``.
+line count does not matter. Run: `uv run python -m evaluation.benchmarks.bench_tool_results`.
 """
 
 from __future__ import annotations
@@ -25,16 +25,16 @@ from typing import Any
 
 from amplifier_module_context_simple import SimpleContextManager
 
-from . import cli
+from .. import cli
 
-PROG = "python -m evaluation.bench_tool_results"
+PROG = "python -m evaluation.benchmarks.bench_tool_results"
 MB = 1_000_000
 SIZES_MB = (1, 5, 10, 20)
 STAMP = "2026-01-01T00:00:00.000+00:00"
 
 
 def single_line(size: int) -> str:
-    """``size`` chars, no newline, with a distinct tail so the kept ends are real content."""
+    """`size` chars, no newline, with a distinct tail so the kept ends are real content."""
     return "x" * (size - 8) + "THE-TAIL"
 
 
@@ -44,7 +44,7 @@ def many_lines(size: int, lines: int) -> str:
 
 
 def stored_result(content: str) -> dict[str, Any]:
-    """A tool result as the manager stores it (with its permanent ``_seq``)."""
+    """A tool result as the manager stores it (with its permanent `_seq`)."""
     return {"role": "tool", "tool_call_id": "c1", "content": content, "metadata": {"timestamp": STAMP, "_seq": 2}}
 
 
@@ -98,7 +98,7 @@ ARMS: dict[str, tuple[dict[str, Any], bool, Callable[..., float]]] = {
 
 
 def run(reps: int, spill_root: str | None = None) -> list[tuple[str, str, float, float]]:
-    """Rows (arm, input, ms, ms per MB): the best of ``reps``, taken round-robin over the inputs
+    """Rows (arm, input, ms, ms per MB): the best of `reps`, taken round-robin over the inputs
     so that a burst of load on a shared machine does not land on one size only."""
     rows = []
     with tempfile.TemporaryDirectory(dir=spill_root) as tmp:

@@ -1,8 +1,8 @@
 """Per-request time of the evidence presets against the default, interleaved so machine load hits all alike.
 
 Replays every transcript in tests/data/workloads/ with the budget at 30% of its estimated size, asking for a
-view before each assistant message, for each configuration in turn, ``--rounds`` times; prints the p50 and
-p90 of ``get_messages_for_request``. Run: ``uv run python -m evaluation.bench_evidence``.
+view before each assistant message, for each configuration in turn, `--rounds` times; prints the p50 and
+p90 of `get_messages_for_request`. Run: `uv run python -m evaluation.benchmarks.bench_evidence`.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from typing import Any
 from amplifier_module_context_simple import SimpleContextManager
 from amplifier_module_context_simple.estimate import estimate_tokens
 
-from . import cli
+from .. import cli
 
-PROG = "python -m evaluation.bench_evidence"
+PROG = "python -m evaluation.benchmarks.bench_evidence"
 
-TRANSCRIPTS = Path(__file__).resolve().parent.parent / "tests" / "data" / "workloads"
+TRANSCRIPTS = Path(__file__).resolve().parent.parent.parent / "tests" / "data" / "workloads"
 CONFIGS: dict[str, dict[str, Any]] = {
     "default": {},
     "evidence": {"preset": "evidence"},

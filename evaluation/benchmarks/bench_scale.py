@@ -2,24 +2,24 @@
 
 Session: the shipped transcripts concatenated (first system prompt kept, tool-call ids made unique
 per copy, fixed timestamps) until 50,000 messages. At 1k, 5k, 20k and 50k messages it times
-``get_messages_for_request`` right after one more message is added (the steady state of a session),
-in three arms: ``fits`` (budget far above the history: no compaction, the view is the whole history),
-``compacting`` (a 150k-token budget: sticky decisions replayed on every request) and
-``compacting+factory`` (the same with a system prompt factory, as Amplifier sessions run), and
-``shaped+fits`` / ``shaped+compacting``: the same session as an Amplifier host stores it
+`get_messages_for_request` right after one more message is added (the steady state of a session),
+in three arms: `fits` (budget far above the history: no compaction, the view is the whole history),
+`compacting` (a 150k-token budget: sticky decisions replayed on every request) and
+`compacting+factory` (the same with a system prompt factory, as Amplifier sessions run), and
+`shaped+fits` / `shaped+compacting`: the same session as an Amplifier host stores it
 (evaluation/shaped.py: system-role hook injections, half of them inside tool groups). The first
 request at each checkpoint (a compaction boundary after the bulk add) is reported apart. The slope is
-a least-squares fit of milliseconds against thousands of messages; ``x20k/1k`` is the median at 20k
-over the median at 1k, in the same run. Memory (``tracemalloc``, a separate pass since tracing slows
+a least-squares fit of milliseconds against thousands of messages; `x20k/1k` is the median at 20k
+over the median at 1k, in the same run. Memory (`tracemalloc`, a separate pass since tracing slows
 calls), per arm: bytes per message of the stored history alone, and retained after a long session
 (the history plus every cache, after the boundary and 15 steady requests).
 
 20 MB result: one user turn, one call and a single-line 20 MB result; first and repeated requests
 per token counter, with and without spill, time and tracemalloc peak above the stored history.
 
-Run: ``uv run python -m evaluation.bench_scale`` (``--quick`` stops at 20k; ``--profile`` prints the
-top functions of a 50k compacting request under cProfile; ``--workload PATH`` picks the sessions).
-Output also goes to ``evaluation/out/bench_scale.json`` (``--out FILE``).
+Run: `uv run python -m evaluation.benchmarks.bench_scale` (`--quick` stops at 20k; `--profile` prints the
+top functions of a 50k compacting request under cProfile; `--workload PATH` picks the sessions).
+Output also goes to `evaluation/out/bench_scale.json` (`--out FILE`).
 """
 
 from __future__ import annotations
@@ -41,13 +41,13 @@ from typing import Any
 
 from amplifier_module_context_simple import SimpleContextManager
 
-from . import cli
-from .shaped import shape
+from .. import cli
+from ..shaped import shape
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 TRANSCRIPTS = ROOT / "tests" / "data" / "workloads"
 OUT = ROOT / "evaluation" / "out" / "bench_scale.json"
-PROG = "python -m evaluation.bench_scale"
+PROG = "python -m evaluation.benchmarks.bench_scale"
 STAMP = "2026-01-01T00:00:00.000+00:00"
 CHECKPOINTS = (1_000, 5_000, 20_000, 50_000)
 TIMED_REQUESTS = 15
@@ -78,7 +78,7 @@ def unique_ids(message: Message, tag: str) -> Message:
 
 
 def build_session(target: int, paths: list[str] | None = None) -> list[Message]:
-    """The shipped transcripts concatenated, one system prompt, unique call ids, ``target`` messages."""
+    """The shipped transcripts concatenated, one system prompt, unique call ids, `target` messages."""
     sessions = load_sessions(paths)
     out = [unique_ids(sessions[0][0], "")]
     copy_no = 0

@@ -1,15 +1,15 @@
-"""The token meter on real transcripts: estimator error, and compaction cadence per ``token_meter`` mode.
+"""The token meter on real transcripts: estimator error, and compaction cadence per `token_meter` mode.
 
 A fake provider bills each request view as a real one would: the true o200k tokens of the view's
-messages (``tiktoken_counter("o200k_base")``, billable parts only) plus a fixed overhead for the
+messages (`tiktoken_counter("o200k_base")`, billable parts only) plus a fixed overhead for the
 system prompt and tool schemas that never appear in the messages, reported Anthropic-style through
-the real hook registry (``input_tokens`` = cache read + fresh, ``cache_write_tokens`` on top).
+the real hook registry (`input_tokens` = cache read + fresh, `cache_write_tokens` on top).
 
-Per transcript it prints the estimator's error (``_last_sent_estimate`` / true tokens of the same
+Per transcript it prints the estimator's error (`_last_sent_estimate` / true tokens of the same
 view, over the estimate-mode requests) and, per mode, the compaction boundaries (new
-``context:compaction`` events), the requests whose billed total exceeded the window, and the
+`context:compaction` events), the requests whose billed total exceeded the window, and the
 hybrid gate's refusals and overrides. Run from the repository root:
-``uv run python -m evaluation.meter_report [--workload PATH ...] [--window-fraction 0.4]``.
+`uv run python -m evaluation.studies.meter_report [--workload PATH ...] [--window-fraction 0.4]`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any
 from evaluation import cli
 from evaluation.tokens import ensure_tiktoken_cache_dir
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 WORKLOADS = ROOT / "tests" / "data" / "workloads"
 # Varied on purpose: the estimator under-counts the first (long prose), is near right on the second
 # (short airline turns) and over-counts the third (code and tool output) against o200k.
@@ -44,7 +44,7 @@ FIXED_TIMESTAMP = "2025-01-01T00:00:00.000+00:00"
 _WIRE_KEYS = ("role", "content", "tool_calls", "name", "reasoning_content", "function_call")
 
 Message = dict[str, Any]
-PROG = "python -m evaluation.meter_report"
+PROG = "python -m evaluation.studies.meter_report"
 
 
 def true_counter() -> Callable[[Message], int]:
@@ -85,14 +85,14 @@ def _ephemeral(message: Message) -> bool:
 
 
 class UsageProvider:
-    """Bills views like Anthropic: overhead + messages, a prefix cache, ``llm:response`` with usage."""
+    """Bills views like Anthropic: overhead + messages, a prefix cache, `llm:response` with usage."""
 
     def __init__(self, hooks: Any, count: Callable[[Message], int], overhead: int = OVERHEAD_TOKENS) -> None:
         self.hooks, self.count, self.overhead = hooks, count, overhead
         self._cached: list[str] = []  # wire keys of the last cached prefix
 
     async def respond(self, view: list[Message], output_tokens: int = 0) -> tuple[int, int]:
-        """Emit ``llm:response`` for ``view``; return (billed prompt total, true tokens of the messages)."""
+        """Emit `llm:response` for `view`; return (billed prompt total, true tokens of the messages)."""
         counts = [self.count(m) for m in view]
         keys = [json.dumps([m.get(k) for k in _WIRE_KEYS], ensure_ascii=False, default=str) for m in view]
         cacheable = max((i + 1 for i, m in enumerate(view) if not _ephemeral(m)), default=0)

@@ -1,9 +1,9 @@
 """How far the estimate and content counters stray from true o200k counts on the real transcripts.
 
-True = ``tiktoken_counter("o200k_base")``: exact o200k tokens of the same billable parts plus the same
+True = `tiktoken_counter("o200k_base")`: exact o200k tokens of the same billable parts plus the same
 per-message overhead. Per counter, prints session-level ratios (sum counter / sum true) and
 message-level |ratio - 1|. Run from the repository root:
-``uv run python -m evaluation.counter_error [--workload PATH ...]``.
+`uv run python -m evaluation.studies.counter_error [--workload PATH ...]`.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from typing import Any
 from evaluation import cli
 from evaluation.tokens import ensure_tiktoken_cache_dir
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 WORKLOADS = ROOT / "tests" / "data" / "workloads"
-PROG = "python -m evaluation.counter_error"
+PROG = "python -m evaluation.studies.counter_error"
 
 
 def load_sessions(paths: list[str] | None = None) -> dict[str, list[dict[str, Any]]]:

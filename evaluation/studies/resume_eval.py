@@ -1,12 +1,12 @@
 """Resume arm: restart the manager mid-session, with and without restored state, and price the prompt cache.
 
-Each shipped transcript is replayed three ways: uninterrupted; restarted every ``--every`` requests
-with ``set_messages(history)`` then ``restore_state(snapshot)`` (both through JSON, as a host would
+Each shipped transcript is replayed three ways: uninterrupted; restarted every `--every` requests
+with `set_messages(history)` then `restore_state(snapshot)` (both through JSON, as a host would
 save them next to the transcript); restarted the same way without the state. The cache is a simple
 prefix model: a request reads the tokens of the longest byte-identical whole-message prefix it shares
 with the previous request's non-ephemeral prefix. Read share = read tokens / prompt tokens (o200k).
 Run from the repository root:
-``uv run python -m evaluation.resume_eval [--every 10] [--workload PATH ...] [--per-transcript]``.
+`uv run python -m evaluation.studies.resume_eval [--every 10] [--workload PATH ...] [--per-transcript]`.
 """
 
 from __future__ import annotations
@@ -23,14 +23,14 @@ from typing import Any
 from evaluation import cli
 from evaluation.tokens import ensure_tiktoken_cache_dir
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 WORKLOADS = ROOT / "tests" / "data" / "workloads"
 CONFIGS: dict[str, dict[str, Any]] = {
     "default": {},
     "hybrid meter": {"token_meter": "hybrid"},
     "content counter": {"token_counter": "content"},
 }
-PROG = "python -m evaluation.resume_eval"
+PROG = "python -m evaluation.studies.resume_eval"
 MODES = ("uninterrupted", "restored", "cold")
 
 
@@ -64,7 +64,7 @@ def cacheable_prefix(view: list[dict[str, Any]]) -> list[str]:
 
 
 def shared_tokens(keys: list[str], tokens: list[int], previous: list[str]) -> int:
-    """Tokens of the longest whole-message prefix of ``keys`` equal to a prefix of ``previous``."""
+    """Tokens of the longest whole-message prefix of `keys` equal to a prefix of `previous`."""
     read = 0
     for key, count, old in zip(keys, tokens, previous, strict=False):
         if key != old:
@@ -74,7 +74,7 @@ def shared_tokens(keys: list[str], tokens: list[int], previous: list[str]) -> in
 
 
 async def restart(ctx: Any, config: dict[str, Any], restore: bool) -> Any:
-    """A new manager picking the session up from ``ctx``'s saved history (and state)."""
+    """A new manager picking the session up from `ctx`'s saved history (and state)."""
     from amplifier_module_context_simple import SimpleContextManager
 
     history = json.loads(json.dumps(await ctx.get_messages()))
@@ -87,10 +87,10 @@ async def restart(ctx: Any, config: dict[str, Any], restore: bool) -> Any:
 
 
 async def run(messages: list[dict], budget: int, config: dict, mode: str, every: int, counter: Any) -> Replay:
-    """Replay ``messages`` one way; the provider bills true tokens and reports them as usage."""
+    """Replay `messages` one way; the provider bills true tokens and reports them as usage."""
     from amplifier_module_context_simple import SimpleContextManager
 
-    from .driver import frozen
+    from ..driver import frozen
 
     out, ctx, previous = Replay(), SimpleContextManager(**config), []
     for index, message in enumerate(messages):
@@ -125,7 +125,7 @@ class Row:
 
 
 async def evaluate(workloads: list, config: dict, every: int, fraction: float, counter: Any) -> list[Row]:
-    from .driver import NOTICE_RESERVE, Settings, size_window
+    from ..driver import NOTICE_RESERVE, Settings, size_window
 
     rows = []
     for workload in workloads:
@@ -188,7 +188,7 @@ def _run(args: argparse.Namespace) -> int:
     workloads = cli.workloads(args.workload, WORKLOADS)  # checked before the work
     ensure_tiktoken_cache_dir()
     logging.getLogger("amplifier_module_context_simple").setLevel(logging.ERROR)  # over-budget warnings: noise here
-    from .tokens import TokenCounter
+    from ..tokens import TokenCounter
 
     counter = TokenCounter()
     print(f"{len(workloads)} transcripts; restart before every {args.every}th request; tokens: {counter.name}")

@@ -1,11 +1,11 @@
-"""Counter arms: how each ``token_counter`` sizes compaction, judged in true (o200k) tokens.
+"""Counter arms: how each `token_counter` sizes compaction, judged in true (o200k) tokens.
 
-Every shipped transcript is replayed through the harness driver once per counter (``estimate``,
-``content``, ``tiktoken:o200k_base``) at a window fixed in true tokens per transcript (the driver's
-``--window-fraction`` rule: the module's effective budget is that share of the session's true size).
+Every shipped transcript is replayed through the harness driver once per counter (`estimate`,
+`content`, `tiktoken:o200k_base`) at a window fixed in true tokens per transcript (the driver's
+`--window-fraction` rule: the module's effective budget is that share of the session's true size).
 Per arm: requests over the true window, compaction boundaries, cache-read share, peak occupancy of
 the window and billed input cost; then boundaries per transcript. Run from the repository root:
-``uv run python -m evaluation.counter_arms [--window-fraction 0.35 0.2] [--workload PATH ...]``.
+`uv run python -m evaluation.studies.counter_arms [--window-fraction 0.35 0.2] [--workload PATH ...]`.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from pathlib import Path
 from evaluation import cli
 from evaluation.tokens import ensure_tiktoken_cache_dir
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 WORKLOADS = ROOT / "tests" / "data" / "workloads"
-PROG = "python -m evaluation.counter_arms"
+PROG = "python -m evaluation.studies.counter_arms"
 COUNTERS = ("estimate", "content", "tiktoken:o200k_base")
 
 
@@ -44,9 +44,9 @@ class ArmTotals:
 
 
 def run_arm(counter: str, workloads: list, fraction: float, true_counter: object) -> ArmTotals:
-    """Replay every workload with ``token_counter=counter``; sum what the driver measured."""
-    from .arms import Arm
-    from .driver import Settings, replay
+    """Replay every workload with `token_counter=counter`; sum what the driver measured."""
+    from ..arms import Arm
+    from ..driver import Settings, replay
 
     arm = Arm(counter, {"token_counter": counter})
     totals = ArmTotals(counter, peaks=[], per_workload={})
@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args: argparse.Namespace) -> int:
     workloads = cli.workloads(args.workload, WORKLOADS)  # checked before the work
     ensure_tiktoken_cache_dir()  # offline: the repository's copy of o200k
-    from .tokens import TokenCounter
+    from ..tokens import TokenCounter
 
     true_counter = TokenCounter()
     source = ", ".join(args.workload or [str(WORKLOADS.relative_to(ROOT))])

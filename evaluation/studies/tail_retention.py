@@ -6,7 +6,7 @@ truncated in any view is checked once: does its last non-blank line survive in t
 Arms: the shipped default (250 chars, head) and head / head_tail at the same token budget (62 and
 500 tokens). Results are pooled and split by source (msa, agentperf, taubench). A last line longer
 than half the budget cannot fit a head_tail tail, so the share among short last lines is also given.
-Run: ``uv run python -m evaluation.tail_retention [--window-fraction 0.3] [--workload PATH ...]``.
+Run: `uv run python -m evaluation.studies.tail_retention [--window-fraction 0.3] [--workload PATH ...]`.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from typing import Any
 
 from amplifier_module_context_simple import SimpleContextManager
 
-from . import cli
+from .. import cli
 
-TRANSCRIPTS = Path(__file__).resolve().parent.parent / "tests" / "data" / "workloads"
-PROG = "python -m evaluation.tail_retention"
+TRANSCRIPTS = Path(__file__).resolve().parent.parent.parent / "tests" / "data" / "workloads"
+PROG = "python -m evaluation.studies.tail_retention"
 STAMP = "2026-01-01T00:00:00.000+00:00"
 LEGACY_CHARS = 250
 ARMS: dict[str, dict[str, Any]] = {

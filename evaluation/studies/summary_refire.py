@@ -1,17 +1,17 @@
 """Compaction boundaries per session: progressive vs the summary strategy with and without its refire levers.
 
-Run: ``uv run python -m evaluation.summary_refire [--workload PATH ...] [--window-fraction 0.3]``
-(``--sweep`` tries a grid of lever values instead).
+Run: `uv run python -m evaluation.studies.summary_refire [--workload PATH ...] [--window-fraction 0.3]`
+(`--sweep` tries a grid of lever values instead).
 
 Each shipped transcript is replayed the way an orchestrator drives a context manager: messages are
 added in order (with a frozen timestamp) and a view is requested before every assistant message; the
 event loop is then yielded to a few times, as a real provider round trip would, so a background
 summary lands. The summarizer is scripted and deterministic (the first line of each summarized
 message, capped): a mechanism test, not a quality claim. The budget forces compaction: the system
-prompt plus ``--window-fraction`` (30%) of the rest of the session, plus the 800-token notice reserve, so a
+prompt plus `--window-fraction` (30%) of the rest of the session, plus the 800-token notice reserve, so a
 session whose system prompt alone would overflow the budget still measures the conversation.
 
-A boundary is a request on which a new ``context:compaction`` happened (the module's own definition,
+A boundary is a request on which a new `context:compaction` happened (the module's own definition,
 the event a grow-only prompt cache pays a cold rebuild for). Every view is also checked: no
 provider-invalid tool pairing, the same system prompt bytes on every request.
 """
@@ -31,11 +31,11 @@ from amplifier_module_context_simple import SimpleContextManager
 from amplifier_module_context_simple.estimate import estimate_tokens
 from amplifier_module_context_simple.repair import view_problems
 
-from . import cli
+from .. import cli
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 WORKLOAD_DIRS = (ROOT / "tests" / "data" / "workloads", ROOT / "evaluation" / "workloads")
-PROG = "python -m evaluation.summary_refire"
+PROG = "python -m evaluation.studies.summary_refire"
 NOTICE_RESERVE = 800
 TIMESTAMP = "2025-01-01T00:00:00.000+00:00"
 YIELDS = 10
@@ -99,7 +99,7 @@ def stamped(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def token_budget(messages: list[dict[str, Any]], fraction: float) -> int:
-    """The system prompt, ``fraction`` of the rest, and the notice reserve (so compaction must happen)."""
+    """The system prompt, `fraction` of the rest, and the notice reserve (so compaction must happen)."""
     system = estimate_tokens([m for m in messages if m.get("role") == "system"])
     rest = estimate_tokens([m for m in messages if m.get("role") != "system"])
     return NOTICE_RESERVE + system + int(rest * fraction)

@@ -1,13 +1,13 @@
-"""Hot-path benchmark: milliseconds per ``get_messages_for_request`` with and without the count cache.
+"""Hot-path benchmark: milliseconds per `get_messages_for_request` with and without the count cache.
 
 Replays the longest shipped transcripts and a ~2,200-message session built by concatenating them
 (tool-call ids made unique), the same session Amplifier-shaped (evaluation/shaped.py: hook injections
 stored inside tool groups, blocks, thinking), with the budget at 30% of each session's estimated size, and compares
 the module against a reference that re-estimates the whole history on every call (the original's
-approach). ``ser ms`` is one full re-serialization of the history: every stored message rebuilt in
-its wire form (``_seq`` stripped), which the request path used to do on every request; ``p50/ser`` is
-our p50 request against it, and ``json ms`` one ``json.dumps`` of that history, all in the same run.
-Run: ``uv run python -m evaluation.bench_request_path [--longest 3] [--workload PATH ...]``.
+approach). `ser ms` is one full re-serialization of the history: every stored message rebuilt in
+its wire form (`_seq` stripped), which the request path used to do on every request; `p50/ser` is
+our p50 request against it, and `json ms` one `json.dumps` of that history, all in the same run.
+Run: `uv run python -m evaluation.benchmarks.bench_request_path [--longest 3] [--workload PATH ...]`.
 """
 
 from __future__ import annotations
@@ -26,12 +26,12 @@ from typing import Any
 from amplifier_module_context_simple import SimpleContextManager
 from amplifier_module_context_simple.estimate import CountCache, estimate_message, wire_form
 
-from . import cli
-from .shaped import shape
+from .. import cli
+from ..shaped import shape
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 TRANSCRIPTS = ROOT / "tests" / "data" / "workloads"
-PROG = "python -m evaluation.bench_request_path"
+PROG = "python -m evaluation.benchmarks.bench_request_path"
 STAMP = "2026-01-01T00:00:00.000+00:00"
 
 
@@ -43,7 +43,7 @@ class _NoCache(CountCache):
 
 
 class ReferenceManager(SimpleContextManager):
-    """The same module with the per-``_seq`` cache switched off (the straightforward version)."""
+    """The same module with the per-`_seq` cache switched off (the straightforward version)."""
 
     def _counts(self) -> CountCache:
         return _NoCache(estimate_message)
@@ -83,7 +83,7 @@ async def replay(cls: type[SimpleContextManager], messages: list[dict[str, Any]]
 
 
 def reserialize_ms(messages: list[dict[str, Any]]) -> tuple[float, float]:
-    """Median milliseconds of one wire-form pass over the whole stored history, and of one ``json.dumps``."""
+    """Median milliseconds of one wire-form pass over the whole stored history, and of one `json.dumps`."""
     stored = [{**m, "metadata": {"timestamp": STAMP, "_seq": i}} for i, m in enumerate(messages)]
     wire = [wire_form(m) for m in stored]
     passes = timeit.repeat(lambda: [wire_form(m) for m in stored], number=1, repeat=9)

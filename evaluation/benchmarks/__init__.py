@@ -1,0 +1,1 @@
+"""Benchmarks: time and memory of the module, as ratios measured in one run (docs/performance.md)."""

@@ -1,0 +1,1 @@
+"""Studies: one question each (a knob, a counter, a meter), answered with the harness in evaluation/."""
