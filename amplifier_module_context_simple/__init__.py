@@ -112,6 +112,8 @@ async def mount(coordinator: Any, config: dict[str, Any] | None = None) -> Any:
     hooks = getattr(coordinator, "hooks", None)
     with already_reported():  # parse_config() warned about every odd value once
         context = SimpleContextManager(hooks=hooks, **{k: v for k, v in options.items() if k in DEFAULTS})
+    # Every option reached the constructor; the ones the config gave are the explicit ones.
+    context.__dict__["_explicit_keys"] = {k for k in (config or {}) if k in DEFAULTS and k != "preset"}
     unregister = None
     if hooks is not None:
         unregister = hooks.register("llm:response", context._on_llm_response, priority=50, name="context-simple-meter")

@@ -576,15 +576,28 @@ class _LiveOption:
 
     def __set__(self, owner: Any, value: Any) -> None:  # no __get__: reads come from the instance dict
         value = _VALIDATORS[self.key](self.key, value)
-        # A preset assigned live sets its keys, as at construction (else the assignment did nothing).
-        changes = {**normalize_options(preset_settings(value)), self.key: value} if self.key == "preset" else {}
-        changes = changes or {self.key: value}
         current = owner.__dict__
+        explicit = current.setdefault("_explicit_keys", set())
+        if self.key == "preset":
+            changes = {**_preset_changes(current.get("preset"), value, explicit), "preset": value}
+        else:
+            changes = {self.key: value}
         _check_consistency({key: current.get(key) for key in _PAIRED} | changes)
-        owner.__dict__.update(changes)
+        current.update(changes)
+        if self.key != "preset":
+            explicit.add(self.key)  # set by the caller: a preset assigned later leaves it alone
         after = _AFTER_SET.get(self.key)
         if after is not None:
             after(owner, value)
+
+
+def _preset_changes(old: Any, new: Any, explicit: set[str]) -> dict[str, Any]:
+    """The keys a live ``preset`` assignment changes. Explicit keys always win: a key the caller set (at
+    construction, at mount or live) keeps its value; the old preset's other keys return to the default
+    and the new preset's take its values (``preset = None`` turns a preset off)."""
+    changes = {key: DEFAULTS[key] for key in preset_settings(old) if key not in explicit}
+    changes.update({key: v for key, v in normalize_options(preset_settings(new)).items() if key not in explicit})
+    return changes
 
 
 class LiveOptions:
@@ -607,6 +620,7 @@ class LiveOptions:
 
     def _apply_options(self, options: Mapping[str, Any]) -> None:
         """Validate a full set of options together (the constructor's), then adopt them."""
+        self.__dict__.setdefault("_explicit_keys", set())  # presets.apply_preset names the given ones
         normalized = normalize_options(options)
         _check_consistency(normalized)
         self.__dict__.update(normalized)

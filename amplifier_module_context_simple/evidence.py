@@ -10,6 +10,7 @@ this module calls the ladder exactly as before and changes nothing.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from . import evidence_text as et
@@ -19,6 +20,7 @@ from .ladder import LadderPlan, plan_compaction
 from .replay import is_real_user_message
 
 Message = dict[str, Any]
+logger = logging.getLogger("amplifier_module_context_simple")
 LEDGER_CEILING = 0.8  # a ledger never takes the view past this share of the trigger
 
 
@@ -59,6 +61,7 @@ class EvidenceMixin:
         ceiling = int(target / self.target_usage * self.compact_threshold * LEDGER_CEILING) - plan.total
         room = min(max(target - plan.total, reserve), ceiling) - self._counts().count(empty)
         lines = self._select_lines(gone_messages, sources, known, room) if room > 0 else []
+        lines = self._fit_lines(lines, len(removed), room + self._counts().count(empty))
         if not lines:
             return
         self._ledger = (min(removed), ledger.ledger_text(lines, len(removed)), len(removed))
@@ -86,6 +89,19 @@ class EvidenceMixin:
                 position.setdefault(line, index)
         return sorted(words + rest, key=position.__getitem__)  # history order, as select gives
 
+    def _fit_lines(self, lines: list[str], removed: int, allowed: int) -> list[str]:
+        """``lines`` cut until their ledger message fits ``allowed`` tokens of the configured counter (the
+        selection prices a line at 4 characters a token; hex hashes or CJK cost more): the ceiling holds
+        for every counter. The lowest-ranked lines cannot be told apart here, so the oldest go first."""
+        count = self._counts().counter
+        while lines:
+            actual = count(ledger.ledger_message(ledger.ledger_text(lines, removed)))
+            if actual <= allowed:
+                return lines
+            keep = len(lines) * allowed // actual if actual < 2 * allowed else len(lines) // 2
+            lines = lines[len(lines) - max(0, min(keep, len(lines) - 1)) :]
+        return lines
+
     def _ledger_message(self) -> Message:
         """The recorded ledger as a message (the same object while the ledger holds, so counts are cached)."""
         cached = getattr(self, "_ledger_cache", None)
@@ -102,13 +118,31 @@ class EvidenceMixin:
         return ledger.insert(working, self._ledger[0], self._ledger_message())
 
     def _ledger_lines(self, message: Message) -> tuple[ledger.Line, ...]:
-        """A stored message's evidence lines, analysed once per ``_seq``."""
-        return self._derive(message, "ledger-lines", None, lambda: ledger.analyse(message))
+        """A stored message's evidence lines, analysed once per ``_seq``; a message whose analysis fails
+        (arguments nested past the interpreter's depth, ...) gives its content's lines, or none."""
+        return self._derive(message, "ledger-lines", None, lambda: self._guarded(message, ledger.analyse, ()))
 
     def _evidence_tokens(self, message: Message) -> frozenset[str]:
-        """Distinctive tokens of a message's text, memoized per ``_seq`` (and per rewrite)."""
+        """Distinctive tokens of a message's text (its head and tail when it is huge), memoized per
+        ``_seq`` (and per rewrite)."""
         kind = "tokens-rewritten" if message.get("_truncated") or message.get("_stubbed") else "tokens"
-        return self._derive(message, kind, None, lambda: frozenset(et.distinctive_tokens(et.message_text(message))))
+        return self._derive(message, kind, None, lambda: self._guarded(message, _known_tokens, frozenset()))
+
+    def _guarded(self, message: Message, analyse: Any, empty: Any) -> Any:
+        """``analyse(message)``, else without its tool-call arguments, else ``empty``: the ledger is an
+        optional feature, so a failure is counted in ``fault_stats`` and logged once, never raised."""
+        try:
+            return analyse(message)
+        except Exception as exc:  # noqa: BLE001 - any failure of the ledger degrades
+            self._fault_counts["evidence_failures"] += 1
+            if self._fault_counts["evidence_failures"] == 1:
+                logger.warning(
+                    "context-simple: evidence ledger skipped a message it could not read (%s)", type(exc).__name__
+                )
+        try:
+            return analyse(message, arguments=False)
+        except Exception:  # noqa: BLE001
+            return empty
 
     def _evidence_stats(self, working: list[Message]) -> dict[str, int]:
         """Stats keys of the evidence mode (none when it is off, so default stats stay as they were)."""
@@ -120,3 +154,13 @@ class EvidenceMixin:
             "ledger_tokens": sum(self._counts().count(m) for m in in_view),
             "ledger_sources": self._ledger[2] if self._ledger else 0,
         }
+
+
+KNOWN_SCAN_CHARS = 200_000  # of a huge message's text, the head and tail read for known tokens
+
+
+def _known_tokens(message: Message, arguments: bool = True) -> frozenset[str]:
+    text = et.message_text(message) if arguments else "\n".join(et.content_texts(message.get("content")))
+    if len(text) > 2 * KNOWN_SCAN_CHARS:
+        text = text[:KNOWN_SCAN_CHARS] + "\n" + text[-KNOWN_SCAN_CHARS:]
+    return frozenset(et.distinctive_tokens(text))

@@ -10,6 +10,7 @@ bytes until the next one (the manager keeps its text and anchor; ``snapshot_stat
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from . import evidence_text as et
@@ -24,18 +25,75 @@ _PREAMBLE = (
 )
 
 
-def source_lines(message: Message) -> list[str]:
-    """The stripped lines of a message's text and arguments that are long enough to carry evidence."""
-    texts = et.content_texts(message.get("content")) + et.argument_texts(message)
-    return [s for text in texts for line in text.split("\n") if len(s := line.strip()) >= et.MIN_LINE_CHARS]
+# Bounds on the work one message costs, whatever it holds (a 20 MB line, a 200,000-line log): a longer
+# line is no ledger line (it would take a ledger's whole room), only the head and tail lines of a long
+# text are read, and only the best candidates of a message are kept for every later boundary's ranking.
+MAX_LINE_CHARS = 2_000
+SCANNED_LINES = 200  # read from the head and as many from the tail of each text
+MAX_CANDIDATES = 200  # per message
+
+
+def _scanned(text: str) -> list[str]:
+    lines = text.split("\n", SCANNED_LINES) if len(text) < MAX_LINE_CHARS * SCANNED_LINES else None
+    if lines is None or len(lines) > SCANNED_LINES:
+        lines = text[: MAX_LINE_CHARS * SCANNED_LINES].split("\n")[:SCANNED_LINES]
+        lines += text[-MAX_LINE_CHARS * SCANNED_LINES :].split("\n")[-SCANNED_LINES:][1:]
+    return lines
+
+
+_PREAMBLE_PATTERN = re.compile(re.escape(_PREAMBLE).replace(r"\{count\}", r"\d+"))
+
+
+def source_lines(message: Message, arguments: bool = True) -> list[str]:
+    """The stripped lines of a message's text (and arguments) long enough to carry evidence and short
+    enough to be kept; a long text is read at its head and tail only."""
+    texts = et.content_texts(message.get("content")) + (et.argument_texts(message) if arguments else [])
+    out = []
+    for text in texts:
+        for line in _scanned(text):
+            if et.MIN_LINE_CHARS <= len(stripped := line.strip()) <= MAX_LINE_CHARS:
+                out.append(stripped)
+    return list(dict.fromkeys(out))  # each line once
 
 
 Line = tuple[str, frozenset[str], bool]  # (stripped line, its distinctive tokens, is it a priority line)
 
 
-def analyse(message: Message) -> tuple[Line, ...]:
-    """A message's evidence lines with their tokens (pure, so the caller can memoize it per ``_seq``)."""
-    return tuple((line, frozenset(et.distinctive_tokens(line)), et.is_priority(line)) for line in source_lines(message))
+def analyse(message: Message, arguments: bool = True) -> tuple[Line, ...]:
+    """A message's evidence lines with their tokens, at most ``MAX_CANDIDATES`` of them (the priority
+    lines and those with the most tokens, in their order); pure, so the caller memoizes it per ``_seq``."""
+    lines = [
+        (line, frozenset(et.distinctive_tokens(line)), et.is_priority(line))
+        for line in source_lines(message, arguments)
+    ]
+    lines = [line for line in lines if line[1] or line[2]]
+    if len(lines) <= MAX_CANDIDATES:
+        return tuple(lines)
+    ranked = sorted(range(len(lines)), key=lambda i: (-lines[i][2], -len(lines[i][1]), i))[:MAX_CANDIDATES]
+    return tuple(lines[i] for i in sorted(ranked))
+
+
+def allowed_lines(messages: list[Message]) -> set[str]:
+    """Every line a ledger of ``messages`` (the removed and stubbed ones) may hold."""
+    allowed: set[str] = set()
+    for message in messages:
+        for arguments in (True, False):  # a message whose arguments failed to read kept its content only
+            try:
+                allowed |= {line for line, _tokens, _priority in analyse(message, arguments)}
+                break
+            except Exception:  # noqa: BLE001 - the same degradation as the ledger's own
+                continue
+    return allowed
+
+
+def ledger_lines(text: str) -> list[str] | None:
+    """The kept lines of a ledger text, or None when it is not one (envelope, preamble, closing line)."""
+    parts = text.split("\n")
+    if len(parts) < 3 or parts[0] != _OPEN or parts[-1] != "</system-reminder>":
+        return None
+    if _PREAMBLE_PATTERN.fullmatch(parts[1]) is None:
+        return None
+    return parts[2:-1]
 
 
 def select(sources: list[tuple[Line, ...]], known: set[str], budget_tokens: int) -> list[str]:
@@ -100,5 +158,6 @@ def insert(working: list[Message], anchor: int, message: Message) -> list[Messag
 
 
 def is_ledger(message: Message) -> bool:
+    """The derived ledger message; a *stored* message with the same source is an ordinary message."""
     metadata = message.get("metadata")
-    return isinstance(metadata, dict) and metadata.get("source") == LEDGER_SOURCE
+    return isinstance(metadata, dict) and metadata.get("source") == LEDGER_SOURCE and "_seq" not in metadata

@@ -58,6 +58,7 @@ FAULT_KEYS = (
     "repair_synthetic_results",
     "repair_orphans_dropped",
     "repair_duplicates_dropped",
+    "evidence_failures",
 )
 
 

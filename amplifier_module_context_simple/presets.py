@@ -77,6 +77,8 @@ def apply_preset(init: Callable[..., None]) -> Callable[..., None]:
         for key, value in preset_settings(given.get("preset")).items():
             if key not in given:
                 kwargs[key] = value
+        # The keys the caller gave: a preset assigned live later never overrides them (config.py).
+        self.__dict__["_explicit_keys"] = set(given) - {"self", "hooks", "preset"}
         init(self, *args, **kwargs)
 
     return wrapper

@@ -20,10 +20,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from . import ledger
 from .estimate import SEQ_KEY, seq_of
 from .replay import is_real_user_message
 from .token_meter import METER_KIND_ESTIMATED, METER_KIND_NONE, METER_KIND_USAGE
-from .tool_pairs import tool_groups
+from .tool_pairs import is_hook_injection, tool_groups
 
 STATE_VERSION = 1
 DIGEST_PREFIX = "sha256:"
@@ -74,13 +75,17 @@ FIELDS: tuple[Field, ...] = (
 # Keys added after version 1 shipped: a snapshot without them is read as holding the empty value.
 # Keys a snapshot of an earlier version may lack; the default is what that version did (hoist_limit None:
 # every instruction leads a compacted view).
-OPTIONAL: dict[tuple[str, str], Any] = {("sticky", "ledger"): None, ("sticky", "hoist_limit"): None}
+OPTIONAL: dict[tuple[str, str], Any] = {
+    ("sticky", "ledger"): None,
+    ("sticky", "hoist_limit"): None,
+}
 GROUPS: tuple[str, ...] = tuple(dict.fromkeys(field.group for field in FIELDS))
 
 # Manager attributes deliberately NOT in a snapshot, and why (tests check every attribute is classified).
 NOT_SAVED: dict[str, str] = {
     "_hooks": "the host's hook registry",
     "_repair_mirror": "cache (the repaired working list and its settled point, rebuilt on demand)",
+    "_explicit_keys": "configuration bookkeeping (the keys the caller gave), not a decision about the history",
     "_ingress": "cache (clipped view copies of oversized tool results, a pure function of content and cap)",
     "_budget_reading": "this request's budget, recomputed on every request",
     "_budget_reported": "the last context:budget payload; a resumed session reports its budget again",
@@ -417,7 +422,25 @@ def validate_snapshot(state: Any, messages: Sequence[dict[str, Any]]) -> dict[st
         raise _refuse("malformed state: a removed position is also marked truncated or stubbed")
     _check_decisions(values, messages[:count])
     _close_over_tool_groups(values, messages)
+    _check_ledger(values, messages[:count])
     return values
+
+
+def _check_ledger(values: dict[str, Any], history: Sequence[dict[str, Any]]) -> None:
+    """A ledger holds only lines of the messages the snapshot removed or stubbed: an edited snapshot
+    cannot put text that was never in the history into every later view."""
+    texts = [] if values["_ledger"] is None else [values["_ledger"][1]]
+    if not texts:
+        return
+    gone = values["_removed_seqs"] | values["_stubbed_seqs"]
+    allowed = ledger.allowed_lines([m for i, m in enumerate(history) if i in gone and m.get("role") != "system"])
+    for text in texts:
+        lines = ledger.ledger_lines(text)
+        if lines is None:
+            raise _refuse("sticky.ledger.text is not a ledger (envelope, preamble and closing line)")
+        foreign = next((line for line in lines if line not in allowed), None)
+        if foreign is not None:
+            raise _refuse(f"sticky.ledger.text holds a line no removed or stubbed message has: {foreign[:60]!r}")
 
 
 def _check_decisions(values: dict[str, Any], history: Sequence[dict[str, Any]]) -> None:
@@ -457,15 +480,20 @@ def _close_over_tool_groups(values: dict[str, Any], messages: Sequence[dict[str,
 def _without_duplicates(
     groups: dict[int, tuple[int, ...]], messages: Sequence[dict[str, Any]]
 ) -> dict[int, tuple[int, ...]]:
-    """Groups without their duplicate results: no view holds them (repair drops them), so the live
-    ladder never records their removal, and the closure must not either (the notice counts removals)."""
+    """Groups as views hold them: without duplicate results, and without late results (stored after the
+    group was closed by another message). No view holds those (repair drops them as orphans), so the live
+    ladder never records their removal, and the closure must not either (the notice and the evidence
+    ledger count removals)."""
     kept: dict[int, tuple[int, ...]] = {}
     for index, group in groups.items():
+        end = group[0] + 1
+        while end < len(messages) and (messages[end].get("role") == "tool" or is_hook_injection(messages[end])):
+            end += 1
         seen: set[Any] = set()
         members = []
         for position in group:
             call_id = messages[position].get("tool_call_id") if messages[position].get("role") == "tool" else None
-            if call_id is not None and call_id in seen:
+            if (call_id is not None and call_id in seen) or position >= end:
                 continue
             seen.add(call_id)
             members.append(position)

@@ -395,7 +395,7 @@ def test_a_live_preset_sets_its_keys_as_at_construction() -> None:
     built = SimpleContextManager(preset="evidence")
     for key in ("evidence_ledger_share", "target_usage", "compaction_notice_verbosity"):
         assert getattr(ctx, key) == getattr(built, key)
-    ctx = SimpleContextManager(compact_threshold=0.25, target_usage=0.2)
+    ctx = SimpleContextManager(compact_threshold=0.25)
     ctx.preset = "evidence"  # its target 0.3 is above 0.25: accepted, as the keys would be, with a warning
     assert (ctx.evidence_ledger_share, ctx.target_usage) == (0.7, 0.3)
 

@@ -3,6 +3,10 @@
 Replays every transcript in tests/data/workloads/ with the budget at 30% of its estimated size, asking for a
 view before each assistant message, for each configuration in turn, `--rounds` times; prints the p50 and
 p90 of `get_messages_for_request`. Run: `uv run python -m evaluation.benchmarks.bench_evidence`.
+
+`--huge` times compaction boundaries instead, default against `evidence`, on what one message can hold:
+a single-line 20 MB tool result and a 5 MB log of 200,000 lines, each removed at the first boundary,
+then ten more tool rounds and a later boundary (the ledger reads a bounded part of any message).
 """
 
 from __future__ import annotations
@@ -45,16 +49,76 @@ async def _replay(messages: list[dict], config: dict[str, Any], out: list[float]
         await ctx.add_message({**kept, "metadata": {"timestamp": "2026-01-01T00:00:00.000+00:00"}})
 
 
+def huge_session(content: str) -> list[dict]:
+    """A user turn, a call answered by `content`, then rounds of small results, each asked for a view."""
+
+    def turn(k: int, text: str) -> list[dict]:
+        call = {"id": f"c{k}", "type": "function", "function": {"name": "bash", "arguments": f'{{"cmd": "step {k}"}}'}}
+        return [
+            {"role": "assistant", "content": f"step {k}", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{k}", "content": text},
+        ]
+
+    messages = [{"role": "system", "content": "sys"}, {"role": "user", "content": "read the dump"}]
+    messages += turn(0, content)
+    for k in range(1, 40):
+        messages += turn(k, f"result_{k} " + "output line of a small step\n" * 60)
+    return messages
+
+
+async def _boundaries(messages: list[dict], config: dict[str, Any]) -> list[float]:
+    """Ms of every request that emitted a compaction (a boundary)."""
+    events: list[str] = []
+
+    class Hooks:
+        async def emit(self, name: str, payload: dict[str, Any]) -> None:
+            events.append(name)
+
+    ctx = SimpleContextManager(hooks=Hooks(), **config)
+    out = []
+    for message in messages:
+        if message["role"] == "assistant":
+            before = events.count("context:compaction")
+            start = time.perf_counter()
+            await ctx.get_messages_for_request(token_budget=20_000)
+            if events.count("context:compaction") > before:
+                out.append((time.perf_counter() - start) * 1000)
+        await ctx.add_message({**message, "metadata": {"timestamp": "2026-01-01T00:00:00.000+00:00"}})
+    return out
+
+
+def huge(rounds: int) -> int:
+    """Boundary ms of the default and of `evidence` on a 20 MB line and on a 200,000-line log."""
+    cases = {
+        "20 MB single line": "x" * 20_000_000,
+        "5 MB, 200,000 lines": "\n".join(f"{i:06d} row_{i} value={i * 7}" for i in range(200_000)),
+    }
+    for case, content in cases.items():
+        messages = huge_session(content)
+        runs = {name: [asyncio.run(_boundaries(messages, CONFIGS[name])) for _ in range(rounds)] for name in CONFIGS}
+        first = {name: statistics.median(r[0] for r in rs) for name, rs in runs.items()}
+        later = {name: statistics.median(statistics.median(r[1:] or r) for r in rs) for name, rs in runs.items()}
+        print(f"{case}: boundary ms, first / later (x default)")
+        for name in CONFIGS:
+            ratio_first, ratio_later = first[name] / first["default"], later[name] / later["default"]
+            print(f"  {name:17} {first[name]:8.1f} ({ratio_first:4.1f}x) {later[name]:7.1f} ({ratio_later:4.1f}x)")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print p50/p90 ms per request of each preset against the default."""
     p = cli.Parser(PROG, __doc__)
     p.add_argument("--rounds", type=cli.positive_int, default=3, metavar="N", help="replays of every session")
+    p.add_argument("--huge", action="store_true", help="time boundaries on a 20 MB line and a 200,000-line log")
     cli.add_window_fraction(p, 0.3, "the budget as a share of each session's estimated size")
     cli.add_workload(p, "tests/data/workloads")
     return cli.guard(PROG, lambda: _run(p.parse_args(sys.argv[1:] if argv is None else argv)))
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.huge:
+        logging.disable(logging.WARNING)
+        return huge(args.rounds)
     sessions = list(cli.sessions(args.workload, TRANSCRIPTS).values())  # every file checked before the work
     logging.disable(logging.WARNING)  # over-budget warnings of tiny windows are not what is measured
     times: dict[str, list[float]] = {name: [] for name in CONFIGS}
