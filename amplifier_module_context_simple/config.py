@@ -95,6 +95,7 @@ DEFAULTS: dict[str, Any] = {
     "max_tool_result_bytes": DEFAULT_MAX_TOOL_RESULT_BYTES,
     # Evidence-preserving compaction (evidence.py, ledger.py) and presets (presets.py); off by default.
     "evidence_ledger_share": 0.0,
+    "evidence_ledger_segments": False,  # an append-only ledger (ledger_segments.py)
     # The newest user messages within this share of the budget are never stubbed (presets set it).
     "user_words_share": 0.0,
     "preset": None,
@@ -497,6 +498,7 @@ _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "max_tokens_fallback": _fallback_tokens,
     "max_tool_result_bytes": _result_bytes,
     "evidence_ledger_share": _strict_fraction(high=0.9),
+    "evidence_ledger_segments": _boolean,
     "user_words_share": _strict_fraction(high=0.9),
     "preset": _preset,
 }

@@ -15,6 +15,7 @@ from typing import Any
 
 from . import evidence_text as et
 from . import ledger
+from . import ledger_segments as segs
 from .estimate import seq_of
 from .ladder import LadderPlan, plan_compaction
 from .replay import is_real_user_message
@@ -42,9 +43,12 @@ class EvidenceMixin:
         return plan
 
     def _add_ledger(self, plan: LadderPlan, target: int) -> None:
-        """Decide the ledger of every removed (or stubbed) message so far and put it in the plan's view."""
+        """Decide the ledger of every removed (or stubbed) message so far and put it in the plan's view;
+        with ``evidence_ledger_segments``, a new segment of those gone since the kept ones (ledger_segments.py)."""
         removed = self._removed_seqs | plan.removed
-        self._ledger = None
+        before = self._removed_seqs | self._stubbed_seqs  # gone at earlier boundaries
+        kept = self._kept_segments() if self.evidence_ledger_segments else ()
+        self._ledger, self._ledger_segments = None, ()
         if not removed:
             return
         known: set[str] = set()
@@ -52,22 +56,53 @@ class EvidenceMixin:
             known |= self._evidence_tokens(message)
         # Stubbed user turns lost their words too: their full text is a source like a removed message's.
         gone = removed | self._stubbed_seqs | plan.stubbed
-        gone_messages = [m for m in self.messages if seq_of(m) in gone and m.get("role") != "system"]
-        sources = [self._ledger_lines(m) for m in gone_messages]
         empty = ledger.ledger_message(ledger.ledger_text([], len(removed)))
         # The ledger's share is its own even when the protected floor already fills the rest, as long
         # as the view stays well under the trigger (else every request would compact again).
         reserve = int(target * self.evidence_ledger_share)
         ceiling = int(target / self.target_usage * self.compact_threshold * LEDGER_CEILING) - plan.total
         room = min(max(target - plan.total, reserve), ceiling) - self._counts().count(empty)
-        lines = self._select_lines(gone_messages, sources, known, room) if room > 0 else []
-        lines = self._fit_lines(lines, len(removed), room + self._counts().count(empty))
-        if not lines:
-            return
-        self._ledger = (min(removed), ledger.ledger_text(lines, len(removed)), len(removed))
-        message = self._ledger_message()
-        plan.messages = ledger.insert(plan.messages, min(removed), message)
-        plan.total += self._counts().count(message)
+        kept = segs.make_room(kept, room, self._segment_cost)
+        start = segs.start_of_new(kept)
+        new = {q for q in gone if q >= start or q not in before}  # with those that reach back, if any
+        gone_messages = [m for m in self.messages if seq_of(m) in new and m.get("role") != "system"]
+        shown = segs.known_lines(kept)
+        for line in shown:
+            known |= et.distinctive_tokens(line)
+        room -= sum(map(self._segment_cost, kept))
+        sources = [self._ledger_lines(m) for m in gone_messages]
+        if self.evidence_ledger_segments:
+            sources = [segs.economize(lines) for lines in sources]
+        lines = self._select_lines(gone_messages, sources, known, room) if room > 0 and gone_messages else []
+        covered = len(gone_messages) if kept else len(removed)
+        lines = self._fit_lines(lines, covered, room + self._counts().count(empty))
+        self._ledger_segments = kept
+        placed = [(segment[0], self._segment_message(segment)) for segment in kept]
+        if lines:
+            # After the kept segments, so a boundary only appends; near its own span otherwise.
+            anchor = max(min(new), kept[-1][0]) if kept else min(removed)
+            self._ledger = (anchor, ledger.ledger_text(lines, covered), len(removed))
+            placed.append((anchor, self._ledger_message()))
+        plan.messages = segs.insert_all(plan.messages, placed)
+        plan.total += sum(self._counts().count(message) for _anchor, message in placed)
+
+    def _kept_segments(self) -> tuple[segs.Segment, ...]:
+        """The segments in force before this boundary, the last boundary's ledger frozen among them."""
+        gone = self._removed_seqs | self._stubbed_seqs
+        return segs.frozen(self._ledger_segments, self._ledger, len(self._removed_seqs), gone)
+
+    def _segment_message(self, segment: segs.Segment) -> Message:
+        """A kept segment as a message: the same object while it is kept (counts are cached by identity)."""
+        cache = self.__dict__.setdefault("_segment_cache", {})
+        message = cache.get(segment[1])
+        if message is None:
+            if len(cache) > 64:
+                cache.clear()
+            message = cache[segment[1]] = ledger.ledger_message(segment[1])
+        return message
+
+    def _segment_cost(self, segment: segs.Segment) -> int:
+        return self._counts().count(self._segment_message(segment))
 
     def _select_lines(
         self, messages: list[Message], sources: list[tuple[ledger.Line, ...]], known: set[str], room: int
@@ -112,10 +147,11 @@ class EvidenceMixin:
         return message
 
     def _with_ledger(self, working: list[Message]) -> list[Message]:
-        """Re-apply the recorded ledger (the same bytes, the same place) between boundaries."""
-        if self._ledger is None or self._ledger[2] != len(self._removed_seqs):
-            return working  # none, or a clear-at-least refusal rolled its removals back
-        return ledger.insert(working, self._ledger[0], self._ledger_message())
+        """Re-apply the recorded ledger and kept segments (the same bytes, the same place) between boundaries."""
+        placed = [(segment[0], self._segment_message(segment)) for segment in self._ledger_segments]
+        if self._ledger is not None and self._ledger[2] == len(self._removed_seqs):
+            placed.append((self._ledger[0], self._ledger_message()))  # else a refusal rolled its removals back
+        return segs.insert_all(working, placed) if placed else working
 
     def _ledger_lines(self, message: Message) -> tuple[ledger.Line, ...]:
         """A stored message's evidence lines, analysed once per ``_seq``; a message whose analysis fails
@@ -149,11 +185,14 @@ class EvidenceMixin:
         if self.evidence_ledger_share <= 0:
             return {}
         in_view = [m for m in working if ledger.is_ledger(m)]
-        return {
-            "ledger_lines": ledger.line_count(in_view[0]["content"]) if in_view else 0,
+        stats = {
+            "ledger_lines": sum(ledger.line_count(m["content"]) for m in in_view),
             "ledger_tokens": sum(self._counts().count(m) for m in in_view),
             "ledger_sources": self._ledger[2] if self._ledger else 0,
         }
+        if self.evidence_ledger_segments:
+            stats["ledger_segments"] = len(in_view)
+        return stats
 
 
 KNOWN_SCAN_CHARS = 200_000  # of a huge message's text, the head and tail read for known tokens

@@ -105,6 +105,7 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResu
         max_tokens_fallback: int = _D["max_tokens_fallback"],
         max_tool_result_bytes: int | None = _D["max_tool_result_bytes"],
         user_words_share: float = _D["user_words_share"],
+        evidence_ledger_segments: bool = _D["evidence_ledger_segments"],
     ) -> None:
         options = {k: v for k, v in locals().items() if k not in ("self", "hooks", "__class__")}
         self._apply_options(options)  # validated together; later assignments are validated one by one
@@ -142,6 +143,7 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResu
         self._truncated_seqs: set[int] = set()
         self._stubbed_seqs: set[int] = set()
         self._ledger: tuple[int, str, int] | None = None  # (anchor seq, text, removed count): evidence.py
+        self._ledger_segments: tuple[tuple[int, str, int, int], ...] = ()  # kept segments: ledger_segments.py
         self._sticky_level = 0
         self._hoist_limit: int | None = None  # instructions stored from this _seq on stay in place
         self._last_compaction_stats: dict[str, Any] | None = None
@@ -432,6 +434,7 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResu
                 "baseline_tokens": current,
                 "sticky": self._sticky_snapshot(),
                 "ledger": self._ledger,  # the refused plan may record a new one: roll it back too
+                "ledger_segments": self._ledger_segments,
                 "budget": budget,
             }
         plan = self._plan_compaction(working, system_tokens, target, int(budget * self.user_words_share))
@@ -587,6 +590,7 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResu
             set(stubbed),
         )
         self._ledger = pending.get("ledger")
+        self._ledger_segments = pending.get("ledger_segments", ())
         knobs = {
             "protected_recent": self.protected_recent,
             "protected_tool_results": self.protected_tool_results,

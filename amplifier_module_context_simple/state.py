@@ -48,6 +48,7 @@ FIELDS: tuple[Field, ...] = (
     Field("sticky", "stubbed_seqs", "_stubbed_seqs", "seqs"),
     Field("sticky", "level", "_sticky_level", "count"),
     Field("sticky", "ledger", "_ledger", "ledger"),
+    Field("sticky", "ledger_segments", "_ledger_segments", "segments"),
     Field("sticky", "hoist_limit", "_hoist_limit", "opt_position"),
     Field("compaction", "last_stats", "_last_compaction_stats", "stats"),
     Field("meter", "last_measured_prompt_tokens", "_last_measured_prompt_tokens", "opt_count"),
@@ -78,6 +79,7 @@ FIELDS: tuple[Field, ...] = (
 OPTIONAL: dict[tuple[str, str], Any] = {
     ("sticky", "ledger"): None,
     ("sticky", "hoist_limit"): None,
+    ("sticky", "ledger_segments"): [],
 }
 GROUPS: tuple[str, ...] = tuple(dict.fromkeys(field.group for field in FIELDS))
 
@@ -102,6 +104,7 @@ NOT_SAVED: dict[str, str] = {
     "_counts_key": "cache",
     "_count_cache": "cache (per-_seq counts, recomputed on demand)",
     "_derived": "cache (truncated and stubbed rewrites, recomputed on demand)",
+    "_segment_cache": "cache (the kept segments' message objects, rebuilt from sticky.ledger_segments)",
     "_ledger_cache": "cache (the ledger message object, rebuilt from sticky.ledger on demand)",
     "_view_cache": "cache (the last view, extended between boundaries; rebuilt on demand)",
     "_escalation_allowed": "set and reset within one request",
@@ -209,6 +212,11 @@ def _encode(kind: str, value: Any, positions: _Positions) -> Any:
         if value is None:
             return None
         return {"anchor": positions.boundary(value[0]), "text": value[1], "removed": value[2]}
+    if kind == "segments":
+        return [
+            {"anchor": positions.boundary(a), "text": t, "removed": r, "end": positions.boundary(e)}
+            for a, t, r, e in value
+        ]
     return value
 
 
@@ -287,6 +295,7 @@ OPTIONAL_STATS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "ledger_lines": _COUNT,
     "ledger_tokens": _COUNT,
     "ledger_sources": _COUNT,
+    "ledger_segments": _COUNT,
 }
 
 
@@ -340,6 +349,22 @@ def _ledger(value: Any, where: str, message_count: int) -> tuple[int, str, int] 
     return (anchor, value["text"], value["removed"])
 
 
+def _segments(value: Any, where: str, message_count: int) -> tuple[tuple[int, str, int, int], ...]:
+    """Append-only ledger segments (ledger_segments.py): each a ledger with the end of what it covers."""
+    if not isinstance(value, list):
+        raise _refuse(f"{where} must be a list of segments")
+    out = []
+    for index, item in enumerate(value):
+        if not (isinstance(item, dict) and set(item) == {"anchor", "text", "removed", "end"}):
+            raise _refuse(f"{where}[{index}] must hold exactly 'anchor', 'text', 'removed' and 'end'")
+        anchor, text, removed = _ledger({k: item[k] for k in ("anchor", "text", "removed")}, where, message_count)
+        end = item["end"]
+        if not (_is_count(end) and anchor < end <= message_count):
+            raise _refuse(f"{where}[{index}].end must be a position after its anchor, got {end!r}")
+        out.append((anchor, text, removed, end))
+    return tuple(out)
+
+
 def _boundary(value: Any, where: str) -> tuple[int, int] | None:
     if value is None:
         return None
@@ -374,6 +399,8 @@ def _value(field: Field, value: Any, message_count: int) -> Any:
         return _pending(value, where, message_count)
     if field.kind == "ledger":
         return _ledger(value, where, message_count)
+    if field.kind == "segments":
+        return _segments(value, where, message_count)
     return _scalar(field.kind, value, where, message_count)
 
 
@@ -429,7 +456,8 @@ def validate_snapshot(state: Any, messages: Sequence[dict[str, Any]]) -> dict[st
 def _check_ledger(values: dict[str, Any], history: Sequence[dict[str, Any]]) -> None:
     """A ledger holds only lines of the messages the snapshot removed or stubbed: an edited snapshot
     cannot put text that was never in the history into every later view."""
-    texts = [] if values["_ledger"] is None else [values["_ledger"][1]]
+    texts = [segment[1] for segment in values["_ledger_segments"]]
+    texts += [] if values["_ledger"] is None else [values["_ledger"][1]]
     if not texts:
         return
     gone = values["_removed_seqs"] | values["_stubbed_seqs"]

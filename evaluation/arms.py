@@ -64,6 +64,16 @@ ARMS: list[Arm] = [
     Arm("preset_evidence", {"preset": "evidence"}, "the shipped `evidence` preset"),
     Arm("preset_evidence_lean", {"preset": "evidence_lean"}, "the shipped `evidence_lean` preset"),
     Arm("preset_evidence_balanced", {"preset": "evidence_balanced"}, "the shipped `evidence_balanced` preset"),
+    Arm(
+        "segments_evidence",
+        {"preset": "evidence", "evidence_ledger_segments": True},
+        "`evidence` with an append-only ledger (segments, line economy)",
+    ),
+    Arm(
+        "segments_balanced",
+        {"preset": "evidence_balanced", "evidence_ledger_segments": True},
+        "`evidence_balanced` with an append-only ledger",
+    ),
 ]
 
 
