@@ -29,7 +29,7 @@ _PREAMBLE = (
 # line is no ledger line (it would take a ledger's whole room), only the head and tail lines of a long
 # text are read, and only the best candidates of a message are kept for every later boundary's ranking.
 MAX_LINE_CHARS = 2_000
-SCANNED_LINES = 200  # read from the head and as many from the tail of each text
+SCANNED_LINES = 100  # read from the head and as many from the tail of each text
 MAX_CANDIDATES = 200  # per message
 
 
