@@ -30,6 +30,8 @@ from .config import (
 )
 from .manager import SimpleContextManager
 from .presets import PRESETS
+from .recall import TOOL_NAME as RECALL_TOOL_NAME
+from .recall import RecallTool
 from .replay import REMINDER_ENVELOPE_PREFIX as _REMINDER_ENVELOPE_PREFIX
 from .replay import REPLAY_ENVELOPE_SOURCE as _REPLAY_ENVELOPE_SOURCE
 from .replay import is_real_user_message as _is_real_user_message
@@ -122,13 +124,36 @@ async def mount(coordinator: Any, config: dict[str, Any] | None = None) -> Any:
         _settle_kernel_threads_at_exit()
     _offer_state_capability(coordinator, context)
     _contribute_events(coordinator, context)
+    if context.recall_tool:
+        await _mount_recall_tool(coordinator, context)
 
     async def cleanup() -> None:
         if unregister is not None:
             unregister()
+        if context._recall_mounted:
+            await _unmount_recall_tool(coordinator, context)
         await _stop_summary_task(context)
 
     return cleanup
+
+
+async def _mount_recall_tool(coordinator: Any, context: SimpleContextManager) -> None:
+    """Mount ``context_recall`` at ``tools`` (recall.py); a coordinator that cannot take it is logged and
+    counted, never fatal: the session runs without the tool, and the notice does not mention it."""
+    try:
+        await coordinator.mount("tools", RecallTool(context), name=RECALL_TOOL_NAME)
+        context._recall_mounted = True
+    except Exception as exc:  # noqa: BLE001 - an optional feature
+        context._fault_counts["recall_failures"] += 1
+        logger.warning("context-simple: could not mount the context_recall tool (%s)", type(exc).__name__)
+
+
+async def _unmount_recall_tool(coordinator: Any, context: SimpleContextManager) -> None:
+    try:
+        await coordinator.unmount("tools", name=RECALL_TOOL_NAME)
+    except Exception as exc:  # noqa: BLE001 - cleanup goes on
+        logger.debug("context-simple: unmounting context_recall failed: %s", exc)
+    context._recall_mounted = False
 
 
 async def _stop_summary_task(context: SimpleContextManager) -> None:

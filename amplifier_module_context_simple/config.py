@@ -96,6 +96,7 @@ DEFAULTS: dict[str, Any] = {
     # Evidence-preserving compaction (evidence.py, ledger.py) and presets (presets.py); off by default.
     "evidence_ledger_share": 0.0,
     "evidence_ledger_segments": False,  # an append-only ledger (ledger_segments.py)
+    "recall_tool": False,  # mount the context_recall tool (recall.py)
     # The newest user messages within this share of the budget are never stubbed (presets set it).
     "user_words_share": 0.0,
     "preset": None,
@@ -499,6 +500,7 @@ _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "max_tool_result_bytes": _result_bytes,
     "evidence_ledger_share": _strict_fraction(high=0.9),
     "evidence_ledger_segments": _boolean,
+    "recall_tool": _boolean,
     "user_words_share": _strict_fraction(high=0.9),
     "preset": _preset,
 }

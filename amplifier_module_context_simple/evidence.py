@@ -18,6 +18,8 @@ from . import ledger
 from . import ledger_segments as segs
 from .estimate import seq_of
 from .ladder import LadderPlan, plan_compaction
+from .recall import NOTE as RECALL_NOTE
+from .recall import is_recall_message, recall_call_ids
 from .replay import is_real_user_message
 
 Message = dict[str, Any]
@@ -56,7 +58,7 @@ class EvidenceMixin:
             known |= self._evidence_tokens(message)
         # Stubbed user turns lost their words too: their full text is a source like a removed message's.
         gone = removed | self._stubbed_seqs | plan.stubbed
-        empty = ledger.ledger_message(ledger.ledger_text([], len(removed)))
+        empty = ledger.ledger_message(ledger.ledger_text([], len(removed), self._recall_note()))
         # The ledger's share is its own even when the protected floor already fills the rest, as long
         # as the view stays well under the trigger (else every request would compact again).
         reserve = int(target * self.evidence_ledger_share)
@@ -66,6 +68,9 @@ class EvidenceMixin:
         start = segs.start_of_new(kept)
         new = {q for q in gone if q >= start or q not in before}  # with those that reach back, if any
         gone_messages = [m for m in self.messages if seq_of(m) in new and m.get("role") != "system"]
+        if self._recall_mounted:  # a recall's results are copies of other messages: never ledger lines
+            own = recall_call_ids(self.messages)
+            gone_messages = [m for m in gone_messages if not is_recall_message(m, own)]
         shown = segs.known_lines(kept)
         for line in shown:
             known |= et.distinctive_tokens(line)
@@ -81,10 +86,14 @@ class EvidenceMixin:
         if lines:
             # After the kept segments, so a boundary only appends; near its own span otherwise.
             anchor = max(min(new), kept[-1][0]) if kept else min(removed)
-            self._ledger = (anchor, ledger.ledger_text(lines, covered), len(removed))
+            self._ledger = (anchor, ledger.ledger_text(lines, covered, self._recall_note()), len(removed))
             placed.append((anchor, self._ledger_message()))
         plan.messages = segs.insert_all(plan.messages, placed)
         plan.total += sum(self._counts().count(message) for _anchor, message in placed)
+
+    def _recall_note(self) -> str:
+        """The preamble's line about ``context_recall``, only while the tool is mounted."""
+        return RECALL_NOTE if self._recall_mounted else ""
 
     def _kept_segments(self) -> tuple[segs.Segment, ...]:
         """The segments in force before this boundary, the last boundary's ledger frozen among them."""
@@ -130,7 +139,7 @@ class EvidenceMixin:
         for every counter. The lowest-ranked lines cannot be told apart here, so the oldest go first."""
         count = self._counts().counter
         while lines:
-            actual = count(ledger.ledger_message(ledger.ledger_text(lines, removed)))
+            actual = count(ledger.ledger_message(ledger.ledger_text(lines, removed, self._recall_note())))
             if actual <= allowed:
                 return lines
             keep = len(lines) * allowed // actual if actual < 2 * allowed else len(lines) // 2

@@ -15,6 +15,7 @@ from typing import Any
 
 from . import evidence_text as et
 from .estimate import seq_of
+from .recall import NOTE as RECALL_NOTE
 
 Message = dict[str, Any]
 LEDGER_SOURCE = "context-evidence"
@@ -41,7 +42,7 @@ def _scanned(text: str) -> list[str]:
     return lines
 
 
-_PREAMBLE_PATTERN = re.compile(re.escape(_PREAMBLE).replace(r"\{count\}", r"\d+"))
+_PREAMBLE_PATTERN = re.compile(re.escape(_PREAMBLE).replace(r"\{count\}", r"\d+") + f"(?: {re.escape(RECALL_NOTE)})?")
 
 
 def source_lines(message: Message, arguments: bool = True) -> list[str]:
@@ -126,9 +127,11 @@ def select(sources: list[tuple[Line, ...]], known: set[str], budget_tokens: int)
     return [line for _position, line in sorted(chosen)]
 
 
-def ledger_text(lines: list[str], count: int) -> str:
-    """The ledger's text: envelope, a preamble saying what it is, the kept lines in history order."""
-    return "\n".join([_OPEN, _PREAMBLE.format(count=count), *lines, "</system-reminder>"])
+def ledger_text(lines: list[str], count: int, note: str = "") -> str:
+    """The ledger's text: envelope, a preamble saying what it is (and ``note``, the recall tool's line
+    when it is mounted), the kept lines in history order."""
+    preamble = _PREAMBLE.format(count=count) + (f" {note}" if note else "")
+    return "\n".join([_OPEN, preamble, *lines, "</system-reminder>"])
 
 
 def line_count(text: str) -> int:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
+import re
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -59,6 +61,7 @@ FAULT_KEYS = (
     "repair_orphans_dropped",
     "repair_duplicates_dropped",
     "evidence_failures",
+    "recall_failures",
 )
 
 
@@ -106,6 +109,7 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResu
         max_tool_result_bytes: int | None = _D["max_tool_result_bytes"],
         user_words_share: float = _D["user_words_share"],
         evidence_ledger_segments: bool = _D["evidence_ledger_segments"],
+        recall_tool: bool = _D["recall_tool"],
     ) -> None:
         options = {k: v for k, v in locals().items() if k not in ("self", "hooks", "__class__")}
         self._apply_options(options)  # validated together; later assignments are validated one by one
@@ -126,6 +130,7 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResu
         self._view_cache = ViewCache()
         self._repair_mirror = RepairMirror()
         self._ingress = IngressClipper()  # tool results over max_tool_result_bytes, clipped in the view
+        self._recall_mounted = False  # mount() set context_recall up (recall.py): notice and ledger say so
         self._escalation_allowed = True
         self._budget_reading: BudgetReading | None = None
         self._budget_reported: BudgetReading | None = None
@@ -335,7 +340,7 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResu
         if compacted and compacted[-1].get("tool_calls"):
             return compacted  # never between a tool call and its results; back next request
         if stats["strategy_level"] >= self.compaction_notice_min_level:
-            compacted.append(notice_message(stats, self.compaction_notice_verbosity))
+            compacted.append(notice_message(stats, self.compaction_notice_verbosity, self._recall_note()))
         return compacted
 
     # ----- budget and meter --------------------------------------------------------------------
@@ -625,6 +630,14 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResu
     def _protected_tool_indices(self, tool_result_indices: list[int]) -> set[int]:
         """Of the tool results' positions, those never to truncate: the last ``protected_tool_results``."""
         return last_results(tool_result_indices, self.protected_tool_results)
+
+    def _spill_sources(self) -> dict[str, int]:
+        """The spill files this session wrote, each with the ``_seq`` of the result it holds."""
+        sources = {}
+        for path in sorted(self._spilled_paths):
+            match = re.search(r"tool-result-(\d+)-", os.path.basename(path))
+            sources[path] = int(match.group(1)) if match else -1
+        return sources
 
     async def _emit(self, event: str, payload: dict[str, Any]) -> None:
         """Emit a hook event; a failing hook is logged and counted, never raised into the turn."""

@@ -84,8 +84,11 @@ def _system_line(stats: dict[str, Any]) -> str:
     return f"- All system messages (your instructions and identity), except {removed} older hook reminders removed"
 
 
-def notice_text(stats: dict[str, Any], verbosity: str) -> str:
-    """The notice body for the given stats; "minimal" is one sentence, anything else the summary."""
+def notice_text(stats: dict[str, Any], verbosity: str, note: str = "") -> str:
+    """The notice body for the given stats; "minimal" is one sentence, anything else the summary; ``note``
+    (the recall tool's line, when it is mounted) goes last."""
+    if note:
+        return notice_text(stats, verbosity).replace("\n</system-reminder>", f"\n{note}\n</system-reminder>")
     if verbosity == "minimal":
         return _MINIMAL
     return (
@@ -112,10 +115,10 @@ def notice_text(stats: dict[str, Any], verbosity: str) -> str:
     )
 
 
-def notice_message(stats: dict[str, Any], verbosity: str) -> dict[str, Any]:
+def notice_message(stats: dict[str, Any], verbosity: str, note: str = "") -> dict[str, Any]:
     """The ephemeral user-role notice appended at the tail of a compacted view."""
     return {
         "role": "user",
-        "content": notice_text(stats, verbosity),
+        "content": notice_text(stats, verbosity, note),
         "metadata": {"source": NOTICE_SOURCE, "ephemeral": True},
     }

@@ -87,6 +87,7 @@ GROUPS: tuple[str, ...] = tuple(dict.fromkeys(field.group for field in FIELDS))
 NOT_SAVED: dict[str, str] = {
     "_hooks": "the host's hook registry",
     "_repair_mirror": "cache (the repaired working list and its settled point, rebuilt on demand)",
+    "_recall_mounted": "set by mount() when it mounts context_recall; a resumed session mounts it again",
     "_explicit_keys": "configuration bookkeeping (the keys the caller gave), not a decision about the history",
     "_ingress": "cache (clipped view copies of oversized tool results, a pure function of content and cap)",
     "_budget_reading": "this request's budget, recomputed on every request",

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from amplifier_module_context_simple import recall
 from amplifier_module_context_simple.instructions import is_instruction
 
 from .arms import Arm, ignored_keys, load_engine
@@ -32,6 +33,7 @@ EPOCH = datetime(2025, 1, 1, tzinfo=UTC)
 TAIL_PROBE_CHARS = 80
 YIELDS_AFTER_REQUEST = 10
 MISSED_SAMPLES = 5  # missed evidence tokens kept per request, for the report
+RECALL_SAMPLES = 2  # of those, checked against a context_recall call per request
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,8 @@ class Request:
     truncated_tools: int = 0
     tails_kept: int = 0
     evidence: Score | None = None
+    recall_checked: int = 0  # missed evidence tokens looked up with context_recall
+    recall_found: int = 0  # of those, returned within the tool's output bound
     error: str | None = None
 
 
@@ -259,7 +263,22 @@ async def _request(ctx, provider, answer, req, prev, run, workload, originals, d
     req.truncated_tools, req.tails_kept = tail_retention(view, originals)
     if evidence is not None:
         req.evidence = evidence.score(view, answer, keep_missed=MISSED_SAMPLES)
+        req.recall_checked, req.recall_found = recoverable(ctx, req.evidence.missed[:RECALL_SAMPLES])
     return keys[: bill.cacheable]
+
+
+def recoverable(ctx: Any, missed: tuple[str, ...]) -> tuple[int, int]:
+    """(missed tokens checked, how many one `context_recall` call with the token as its query returns
+    within the tool's output bound): run on this module's stored history; other engines are not checked."""
+    messages = getattr(ctx, "messages", None)
+    if not missed or not isinstance(messages, list) or not hasattr(ctx, "_spill_sources"):
+        return 0, 0
+    found = 0
+    for token in missed:
+        hits, matched, stopped = recall.search(messages, {}, recall.parse({"query": token}))
+        output = recall.render(hits, matched, stopped, recall.MAX_OUTPUT_TOKENS * recall.CHARS_PER_TOKEN)
+        found += token.lower() in output.lower()
+    return len(missed), found
 
 
 def _estimate(ctx: Any, view: list[dict]) -> tuple[int, str]:

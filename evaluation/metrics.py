@@ -81,6 +81,9 @@ def evidence_recall(run: Run) -> dict[str, Any]:
         for tok in s.missed:
             seen[tok] = seen.get(tok, 0) + 1
     out["evidence_missed_samples"] = sorted(seen, key=lambda t: (-seen[t], t))[:8]
+    ok = [r for r in run.requests if r.error is None]
+    out["recall_checked"] = sum(r.recall_checked for r in ok)
+    out["recall_found"] = sum(r.recall_found for r in ok)
     return out
 
 
@@ -160,6 +163,8 @@ SAFETY = (
     "facts_kept",
     "corrections_total",
     "corrections_kept",
+    "recall_checked",
+    "recall_found",
 )
 
 
@@ -178,6 +183,8 @@ def arm_totals(rows: list[dict[str, Any]], runs: list[Run]) -> dict[str, Any]:
     kept = sum((r["tail_retention"] or 0) * r["truncated_tool_results"] for r in avail)
     out["tail_retention"] = _ratio(kept, out["truncated_tool_results"])
     out["facts_final"] = _ratio(out["facts_kept"], out["facts_total"])
+    # Issue 21: the share of missed evidence one context_recall call returns within its output bound.
+    out["recoverable_miss"] = _ratio(out["recall_found"], out["recall_checked"])
     probes = [r["facts_probes"] for r in avail if r["facts_probes"] is not None]
     out["facts_probes"] = sum(probes) / len(probes) if probes else None
     out["facts_by_place"] = _places(avail)

@@ -78,6 +78,9 @@ def frontier_plot(data: dict[str, Any], path: Path) -> None:
     whole.set_title("every arm")
     zoom.set_title("zoom on the valid arms that bill less than no compaction")
     title = f"cost against evidence lost, {_scope(data)} (grey steps = frontier, hollow = not valid, ring = default)"
+    recoverable = (totals.get("progressive") or {}).get("recoverable_miss")
+    if recoverable is not None:
+        title += f"; with recall_tool, context_recall returns {recoverable:.0%} of the default's missed evidence"
     fig.suptitle(_wrap(title, 110))
     handles, labels = whole.get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside right upper", fontsize=8)

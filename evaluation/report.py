@@ -50,6 +50,7 @@ COLUMNS = [
     ("vs default", "vs_default"),
     ("evidence line miss", "evidence_line_miss"),
     ("evidence token miss", "evidence_token_miss"),
+    ("recoverable by recall", "recoverable_miss"),
     ("over window", "over_window"),
     ("peak/limit", "peak_over_limit"),
     ("orphans", "orphan_tool_results"),
@@ -64,7 +65,7 @@ COLUMNS = [
     ("ms p50", "ms_p50"),
     ("ms p90", "ms_p90"),
 ]
-PERCENT = {"cache_read_share", "facts_final", "facts_probes", "tail_retention", "peak_over_limit"}
+PERCENT = {"cache_read_share", "facts_final", "facts_probes", "tail_retention", "peak_over_limit", "recoverable_miss"}
 PERCENT_1 = {"evidence_line_miss", "evidence_token_miss"}
 SIGNED = {"vs_none", "vs_default", "scenario_vs_none", "estimator_error_mean"}
 

@@ -45,6 +45,12 @@ DEFINITIONS = [
         "planted facts present verbatim at the last request (pooled over the scenarios) / mean at the probes",
     ),
     ("scenario cost vs none", "billed cost on the generated scenarios relative to the no-compaction reference"),
+    (
+        "recoverable by recall",
+        "of the evidence the view missed (sampled, 2 tokens a request), the share one context_recall call "
+        "with the token as its query returns within the tool's ~2,000-token output (opt-in recall_tool)",
+    ),
+    ("corrections kept", "the user's corrections still in the final view verbatim (the corrections scenarios)"),
     ("invalid", "requests that raised or whose view holds an orphan tool result or an unanswered call (must be 0)"),
     ("tail kept", "shortened tool results whose original last 80 characters are still in the view"),
     ("est err", "mean (estimate - true) / true over requests (estimator error against true tokens)"),

@@ -1,0 +1,263 @@
+"""`context_recall` (issue 21): the opt-in tool that searches what compaction took out of the view."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+from amplifier_core import AmplifierSession
+from amplifier_core.message_models import ChatRequest, ChatResponse, Message, TextBlock, ToolCall, ToolSpec, Usage
+from amplifier_core.models import ProviderInfo
+from amplifier_core.testing import MockCoordinator
+
+from amplifier_module_context_simple import SimpleContextManager, mount
+from amplifier_module_context_simple.ledger import is_ledger
+from amplifier_module_context_simple.recall import MAX_OUTPUT_TOKENS, NOTE, TOOL_NAME
+from tests.conftest import add_all, asst, asst_calls, result, system, user
+from tests.test_amplifier_core import inline_module, openai_call
+
+FILLER = "plain output line of the build log\n" * 40
+
+
+def history(steps: int = 20) -> list[dict[str, Any]]:
+    """A session whose early tool results hold one marker each (MARK-k), buried in filler."""
+    messages = [system(), user("Find why the deploy fails.")]
+    for k in range(steps):
+        messages += [
+            asst_calls(f"c{k}", name="bash", text=f"step {k}"),
+            result(f"c{k}", FILLER + f"MARK-{k:03d} port={8000 + k}\n" + FILLER),
+        ]
+    return [*messages, asst("Looking."), user("Go on.")]
+
+
+async def mounted(config: dict[str, Any] | None = None) -> tuple[MockCoordinator, SimpleContextManager, Any]:
+    coordinator = MockCoordinator()
+    cleanup = await mount(coordinator, {"recall_tool": True, **(config or {})})
+    return coordinator, coordinator.get("context"), cleanup
+
+
+async def recall(coordinator: MockCoordinator, **arguments: Any) -> Any:
+    return await coordinator.get("tools")[TOOL_NAME].execute(arguments)
+
+
+@pytest.mark.asyncio
+async def test_off_by_default_mounts_nothing_and_says_nothing():
+    coordinator = MockCoordinator()
+    await mount(coordinator, {"max_tokens": 3_000})
+    assert TOOL_NAME not in (coordinator.get("tools") or {})
+    ctx = coordinator.get("context")
+    await add_all(ctx, history())
+    view = await ctx.get_messages_for_request()
+    assert ctx._last_compaction_stats is not None and "context_recall" not in json.dumps(view)
+
+
+@pytest.mark.asyncio
+async def test_mounted_at_tools_and_unmounted_by_cleanup():
+    coordinator, ctx, cleanup = await mounted()
+    tool = coordinator.get("tools")[TOOL_NAME]
+    assert tool.name == TOOL_NAME and tool.input_schema["required"] == ["query"] and tool.description
+    await cleanup()
+    assert TOOL_NAME not in coordinator.get("tools") and not ctx._recall_mounted
+
+
+@pytest.mark.asyncio
+async def test_a_removed_result_is_found_with_its_number_role_and_call():
+    coordinator, ctx, _ = await mounted({"max_tokens": 3_000})
+    await add_all(ctx, history())
+    view = await ctx.get_messages_for_request()
+    assert "MARK-002" not in json.dumps(view)  # compaction took it out of the view
+    stored = copy.deepcopy(ctx.messages)
+    found = await recall(coordinator, query="mark-002")  # literal, case-insensitive
+    assert found.success and "MARK-002 port=8002" in found.output
+    assert "#7 tool result of bash({})" in found.output
+    assert ctx.messages == stored  # the history is never changed
+    newest = await recall(coordinator, query="MARK-", max_results=3)
+    labels = [line for line in newest.output.splitlines() if line.startswith("#")]
+    assert labels == [f"#{seq} tool result of bash({{}})" for seq in (41, 39, 37)]
+    assert "more matching message(s) not shown" in newest.output
+
+
+@pytest.mark.asyncio
+async def test_not_found_filters_and_regex():
+    coordinator, ctx, _ = await mounted()
+    await add_all(ctx, history())
+    assert (await recall(coordinator, query="no such thing")).output.startswith("No message")
+    assert "MARK" not in (await recall(coordinator, query="MARK-003", role="user")).output
+    ranged = await recall(coordinator, query="MARK-", from_seq=10, to_seq=13)
+    assert [line[:3] for line in ranged.output.splitlines() if line.startswith("#")] == ["#13", "#11"]
+    pattern = await recall(coordinator, query=r"port=80(0[5-6])", regex=True)
+    assert "MARK-005" in pattern.output and "MARK-006" in pattern.output and "MARK-007" not in pattern.output
+
+
+@pytest.mark.asyncio
+async def test_output_is_bounded_and_says_how_much_more_matched():
+    coordinator, ctx, _ = await mounted()
+    await add_all(ctx, history(60))
+    out = (await recall(coordinator, query="plain output", max_results=100)).output
+    assert len(out) <= MAX_OUTPUT_TOKENS * 4 + 200
+    assert "more matching message(s) not shown" in out
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("arguments", "says"),
+    [
+        ({}, "'query' is required"),
+        ({"query": "   "}, "'query' is required"),
+        ({"query": 7}, "'query' is required"),
+        ({"query": "x", "regex": "yes"}, "'regex' must be true or false"),
+        ({"query": "x", "role": "robot"}, "'role' must be one of"),
+        ({"query": "x", "max_results": 0}, "'max_results' must be between"),
+        ({"query": "x", "from_seq": -1}, "'from_seq' must be a whole number"),
+        ({"query": "(unclosed", "regex": True}, "bad regular expression"),
+        ({"query": "(a+)+$", "regex": True}, "exponential time"),
+        ({"query": "(x|x)*y", "regex": True}, "exponential time"),
+        ({"query": r"(\w)\1", "regex": True}, "exponential time"),
+        ({"query": "a" * 201, "regex": True}, "longer than 200"),
+    ],
+)
+async def test_bad_input_is_one_failed_line_and_never_raises(arguments, says):
+    coordinator, ctx, _ = await mounted()
+    await add_all(ctx, history(3))
+    out = await coordinator.get("tools")[TOOL_NAME].execute(arguments)
+    assert out.success is False and says in out.output and "\n" not in out.output
+
+
+@pytest.mark.asyncio
+async def test_recall_results_never_feed_a_later_recall_or_the_ledger():
+    coordinator, ctx, _ = await mounted({"max_tokens": 3_000, "preset": "evidence"})
+    messages = history()
+    await add_all(ctx, messages)
+    first = await recall(coordinator, query="MARK-004")
+    call = {"id": "r1", "type": "function", "function": {"name": TOOL_NAME, "arguments": '{"query": "MARK-004"}'}}
+    await add_all(ctx, [{"role": "assistant", "content": "", "tool_calls": [call]}, result("r1", first.output)])
+    for k in range(20, 30):  # more work: the recall's result is removed at a later boundary
+        await add_all(ctx, [asst_calls(f"c{k}", name="bash"), result(f"c{k}", FILLER + f"LATER-{k}\n")])
+    await add_all(ctx, [user("and now?")])
+    view = await ctx.get_messages_for_request()
+    again = await recall(coordinator, query="MARK-004")
+    assert again.output.count("MARK-004 port=8004") == 1  # the original only, not the earlier recall
+    ledger = [m["content"] for m in view if is_ledger(m)]
+    assert ledger and NOTE in ledger[0]
+    assert not any(line.startswith("#") for line in ledger[0].splitlines())
+
+
+@pytest.mark.asyncio
+async def test_the_notice_names_the_tool_only_when_it_is_mounted():
+    coordinator, ctx, _ = await mounted({"max_tokens": 3_000})
+    await add_all(ctx, history())
+    view = await ctx.get_messages_for_request()
+    assert NOTE in view[-1]["content"]
+
+
+@pytest.mark.asyncio
+async def test_spill_files_of_this_session_are_searched(tmp_path):
+    coordinator, ctx, _ = await mounted({"max_tokens": 3_000, "tool_result_spill_dir": str(tmp_path)})
+    await add_all(ctx, history())
+    await ctx.get_messages_for_request()
+    assert ctx._spilled_paths
+    out = (await recall(coordinator, query="spill file")).output
+    assert "No message" in out  # no message says "spill file"; the files are searched for the query
+    hits = (await recall(coordinator, query="MARK-000", max_results=5)).output
+    assert "MARK-000" in hits
+
+
+# ----- end to end through a real AmplifierSession ----------------------------------------------------
+
+
+class RecallingProvider:
+    """Answers with a tool call that reads the log, three times, then calls context_recall."""
+
+    name = "recalling"
+
+    def __init__(self) -> None:
+        self.requests: list[ChatRequest] = []
+
+    def get_info(self) -> ProviderInfo:
+        return ProviderInfo(id="recalling", display_name="Recalling", defaults={"model": "r-1"})
+
+    async def list_models(self) -> list[Any]:
+        return []
+
+    async def complete(self, request: ChatRequest, **kwargs: Any) -> ChatResponse:
+        self.requests.append(request)
+        usage = Usage(input_tokens=10, output_tokens=1, total_tokens=11)
+        n = len(self.requests)
+        last = [m for m in request.messages if m.role == "tool"][-1:]  # a compacted view ends on the notice
+        if last and "Matches, newest first" in str(last[0].content):
+            return ChatResponse(content=[TextBlock(text="found it")], usage=usage)
+        if n <= 12:
+            return ChatResponse(
+                content=[TextBlock(text="")],
+                tool_calls=[ToolCall(id=f"t{n}", name="read_log", arguments={"n": n})],
+                usage=usage,
+            )
+        call = ToolCall(id=f"t{n}", name=TOOL_NAME, arguments={"query": "MARK-001"})
+        return ChatResponse(content=[TextBlock(text="")], tool_calls=[call], usage=usage)
+
+    def parse_tool_calls(self, response: ChatResponse) -> list[ToolCall]:
+        return response.tool_calls or []
+
+
+class ListingOrchestrator:
+    """A stand-in loop that lists the coordinator's tools to the provider and runs the calls."""
+
+    async def execute(self, prompt, context, providers, tools, hooks, coordinator=None, **kwargs) -> str:
+        await context.add_message({"role": "user", "content": prompt})
+        provider = next(iter(providers.values()))
+        specs = [ToolSpec(name=t.name, description=t.description, parameters=t.input_schema) for t in tools.values()]
+        for _ in range(20):
+            view = await context.get_messages_for_request(provider=provider)
+            response = await provider.complete(ChatRequest(messages=[Message(**m) for m in view], tools=specs))
+            calls = provider.parse_tool_calls(response)
+            if not calls:
+                text = "".join(block.text for block in response.content)
+                await context.add_message({"role": "assistant", "content": text})
+                return text
+            await context.add_message(
+                {"role": "assistant", "content": "", "tool_calls": [openai_call(c) for c in calls]}
+            )
+            for call in calls:
+                if call.name in tools:
+                    output = (await tools[call.name].execute(call.arguments)).output
+                else:
+                    output = (
+                        FILLER + f"MARK-{int(call.arguments['n']):03d} port={8000 + call.arguments['n']}\n" + FILLER
+                    )
+                await context.add_message({"role": "tool", "tool_call_id": call.id, "content": output})
+        raise AssertionError("never answered")
+
+
+@pytest.mark.asyncio
+async def test_a_real_session_lists_the_tool_and_recalls_what_compaction_removed(monkeypatch):
+    made: dict[str, Any] = {}
+
+    async def provider_mount(coordinator: Any, config: dict[str, Any] | None = None) -> None:
+        made["provider"] = RecallingProvider()
+        await coordinator.mount("providers", made["provider"], name="recalling")
+
+    async def orchestrator_mount(coordinator: Any, config: dict[str, Any] | None = None) -> None:
+        await coordinator.mount("orchestrator", ListingOrchestrator())
+
+    inline_module(monkeypatch, "provider-recall-test", provider_mount)
+    inline_module(monkeypatch, "loop-recall-test", orchestrator_mount)
+    plan = {
+        "session": {
+            "orchestrator": "loop-recall-test",
+            "context": {"module": "context-simple", "config": {"max_tokens": 4_000, "recall_tool": True}},
+        },
+        "providers": [{"module": "provider-recall-test", "config": {}}],
+    }
+    session = AmplifierSession(plan)
+    await session.initialize()
+    assert await session.execute("find the port of MARK-001") == "found it"
+    requests = made["provider"].requests
+    assert all(TOOL_NAME in [t.name for t in r.tools] for r in requests)
+    recall_request = requests[-1]
+    tool_messages = [m for m in recall_request.messages if m.role == "tool"]
+    shown = json.dumps([m.model_dump(mode="json") for m in tool_messages[:-1]])
+    assert "MARK-001 port=8001" not in shown  # compaction had removed it from the view
+    assert "MARK-001 port=8001" in str(tool_messages[-1].content)  # the recall brought it back
+    await session.cleanup()
