@@ -144,3 +144,36 @@ def effective_budget(budget: int, reserve: int, notice_enabled: bool) -> int:
         )
         return budget
     return reduced
+
+
+class BudgetMixin:
+    """The budget of SimpleContextManager's request: ``_calculate_budget`` (a name callers of the
+    original rely on), the fallback, and ``context:budget`` when the effective budget changes."""
+
+    def _calculate_budget(self, token_budget: int | None, provider: Any) -> int:
+        """Explicit budget, else the provider's window minus reserved output, else the fallback; a
+        ``max_tokens`` that was set caps the last two (budget.py)."""
+        if token_budget is not None:
+            reading = explicit_budget(token_budget, self.max_tokens, self.max_tokens_fallback)
+        else:
+            window, failed = provider_window(provider, self.output_reserve_fraction)
+            if failed:
+                self._fault_counts["provider_info_failures"] += 1
+            reading = read_budget(window, self.max_tokens, self.max_tokens_fallback)
+        self._budget_reading = reading
+        return reading.effective_budget
+
+    def _fallback_budget(self) -> int:
+        """The budget with no explicit budget and no provider window."""
+        cap, fallback = cap_and_fallback(self.max_tokens, self.max_tokens_fallback)
+        return fallback if cap is None else min(fallback, cap)
+
+    async def _emit_budget_change(self) -> None:
+        """``context:budget`` when this request's effective budget differs from the last one reported."""
+        reading = self._budget_reading
+        if reading is None or reading == self._budget_reported:
+            return
+        changed = self._budget_reported is None or reading.effective_budget != self._budget_reported.effective_budget
+        self._budget_reported = reading
+        if changed and self._hooks is not None:
+            await self._emit("context:budget", reading.payload())

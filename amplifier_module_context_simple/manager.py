@@ -10,27 +10,20 @@ from __future__ import annotations
 
 import copy
 import logging
-import os
-import re
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from . import clear_at_least as cal
-from .budget import BudgetReading, cap_and_fallback, effective_budget, explicit_budget, provider_window, read_budget
-from .config import (
-    COMPACTION_STRATEGY_SUMMARY,
-    DEFAULTS,
-    LiveOptions,
-    check_token_budget,
-    parse_clear_at_least,
-)
+from .budget import BudgetMixin, BudgetReading, effective_budget
+from .config import COMPACTION_STRATEGY_SUMMARY, DEFAULTS, check_token_budget, parse_clear_at_least
 from .estimate import CountCache, estimate_tokens, seq_of
 from .evidence import EvidenceMixin
 from .ingress import IngressClipper
 from .instructions import hoist_all, is_injected_instruction, split_instructions
 from .ladder import LadderOps, last_results
+from .live_options import LiveOptions
 from .notice import INJECTIONS_REMOVED_KEY, RECENT_RESULTS_REMOVED_KEY, notice_message, removed_recent_results
 from .presets import apply_preset
 from .repair_mirror import RepairMirror
@@ -65,7 +58,7 @@ FAULT_KEYS = (
 )
 
 
-class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResultMixin, SummaryMixin):
+class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMixin, ToolResultMixin, SummaryMixin):
     """In-memory context manager with sticky, cache-friendly, non-destructive compaction."""
 
     @apply_preset
@@ -345,34 +338,6 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResu
 
     # ----- budget and meter --------------------------------------------------------------------
 
-    def _calculate_budget(self, token_budget: int | None, provider: Any) -> int:
-        """Explicit budget, else the provider's window minus reserved output, else the fallback; a
-        ``max_tokens`` that was set caps the last two (budget.py)."""
-        if token_budget is not None:
-            reading = explicit_budget(token_budget, self.max_tokens, self.max_tokens_fallback)
-        else:
-            window, failed = provider_window(provider, self.output_reserve_fraction)
-            if failed:
-                self._fault_counts["provider_info_failures"] += 1
-            reading = read_budget(window, self.max_tokens, self.max_tokens_fallback)
-        self._budget_reading = reading
-        return reading.effective_budget
-
-    def _fallback_budget(self) -> int:
-        """The budget with no explicit budget and no provider window."""
-        cap, fallback = cap_and_fallback(self.max_tokens, self.max_tokens_fallback)
-        return fallback if cap is None else min(fallback, cap)
-
-    async def _emit_budget_change(self) -> None:
-        """``context:budget`` when this request's effective budget differs from the last one reported."""
-        reading = self._budget_reading
-        if reading is None or reading == self._budget_reported:
-            return
-        changed = self._budget_reported is None or reading.effective_budget != self._budget_reported.effective_budget
-        self._budget_reported = reading
-        if changed and self._hooks is not None:
-            await self._emit("context:budget", reading.payload())
-
     # ----- counting ----------------------------------------------------------------------------
 
     def _estimate_tokens(self, messages: list[Any]) -> int:
@@ -630,14 +595,6 @@ class SimpleContextManager(LiveOptions, TokenMeterMixin, EvidenceMixin, ToolResu
     def _protected_tool_indices(self, tool_result_indices: list[int]) -> set[int]:
         """Of the tool results' positions, those never to truncate: the last ``protected_tool_results``."""
         return last_results(tool_result_indices, self.protected_tool_results)
-
-    def _spill_sources(self) -> dict[str, int]:
-        """The spill files this session wrote, each with the ``_seq`` of the result it holds."""
-        sources = {}
-        for path in sorted(self._spilled_paths):
-            match = re.search(r"tool-result-(\d+)-", os.path.basename(path))
-            sources[path] = int(match.group(1)) if match else -1
-        return sources
 
     async def _emit(self, event: str, payload: dict[str, Any]) -> None:
         """Emit a hook event; a failing hook is logged and counted, never raised into the turn."""

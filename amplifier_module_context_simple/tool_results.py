@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import secrets
 import stat
 from collections.abc import Callable
@@ -312,3 +313,11 @@ class ToolResultMixin:
         derived = make()
         self._derived[(seq, kind)] = (message, settings, derived)
         return derived
+
+    def _spill_sources(self) -> dict[str, int]:
+        """The spill files this session wrote, each with the ``_seq`` of the result it holds."""
+        sources = {}
+        for path in sorted(self._spilled_paths):
+            match = re.search(r"tool-result-(\d+)-", os.path.basename(path))
+            sources[path] = int(match.group(1)) if match else -1
+        return sources
