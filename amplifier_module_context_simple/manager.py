@@ -336,8 +336,6 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
             compacted.append(notice_message(stats, self.compaction_notice_verbosity, self._recall_note()))
         return compacted
 
-    # ----- budget and meter --------------------------------------------------------------------
-
     # ----- counting ----------------------------------------------------------------------------
 
     def _estimate_tokens(self, messages: list[Any]) -> int:

@@ -274,8 +274,9 @@ def recoverable(ctx: Any, missed: tuple[str, ...]) -> tuple[int, int]:
     if not missed or not isinstance(messages, list) or not hasattr(ctx, "_spill_sources"):
         return 0, 0
     found = 0
+    probe = ctx.__dict__.setdefault("_evaluation_recall", recall.RecallTool(ctx))  # its text cache, per run
     for token in missed:
-        hits, matched, stopped = recall.search(messages, {}, recall.parse({"query": token}))
+        hits, matched, stopped = recall.search(messages, {}, recall.parse({"query": token}), probe._text)
         output = recall.render(hits, matched, stopped, recall.MAX_OUTPUT_TOKENS * recall.CHARS_PER_TOKEN)
         found += token.lower() in output.lower()
     return len(missed), found
