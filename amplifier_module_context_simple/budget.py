@@ -165,8 +165,7 @@ class BudgetMixin:
 
     def _fallback_budget(self) -> int:
         """The budget with no explicit budget and no provider window."""
-        cap, fallback = cap_and_fallback(self.max_tokens, self.max_tokens_fallback)
-        return fallback if cap is None else min(fallback, cap)
+        return read_budget(None, self.max_tokens, self.max_tokens_fallback).effective_budget
 
     async def _emit_budget_change(self) -> None:
         """``context:budget`` when this request's effective budget differs from the last one reported."""

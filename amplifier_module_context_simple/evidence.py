@@ -49,7 +49,12 @@ class EvidenceMixin:
         with ``evidence_ledger_segments``, a new segment of those gone since the kept ones (ledger_segments.py)."""
         removed = self._removed_seqs | plan.removed
         before = self._removed_seqs | self._stubbed_seqs  # gone at earlier boundaries
-        kept = self._kept_segments() if self.evidence_ledger_segments else ()
+        # The last boundary's ledger, still in force, is frozen among the kept segments.
+        kept = (
+            segs.frozen(self._ledger_segments, self._ledger, len(self._removed_seqs), before)
+            if self.evidence_ledger_segments
+            else ()
+        )
         self._ledger, self._ledger_segments = None, ()
         if not removed:
             return
@@ -63,7 +68,8 @@ class EvidenceMixin:
         # as the view stays well under the trigger (else every request would compact again).
         reserve = int(target * self.evidence_ledger_share)
         ceiling = int(target / self.target_usage * self.compact_threshold * LEDGER_CEILING) - plan.total
-        room = min(max(target - plan.total, reserve), ceiling) - self._counts().count(empty)
+        empty_tokens = self._counts().count(empty)
+        room = min(max(target - plan.total, reserve), ceiling) - empty_tokens
         kept = segs.make_room(kept, room, self._segment_cost)
         start = segs.start_of_new(kept)
         new = {q for q in gone if q >= start or q not in before}  # with those that reach back, if any
@@ -80,7 +86,7 @@ class EvidenceMixin:
             sources = [segs.economize(lines) for lines in sources]
         lines = self._select_lines(gone_messages, sources, known, room) if room > 0 and gone_messages else []
         covered = len(gone_messages) if kept else len(removed)
-        lines = self._fit_lines(lines, covered, room + self._counts().count(empty))
+        lines = self._fit_lines(lines, covered, room + empty_tokens)
         self._ledger_segments = kept
         placed = [(segment[0], self._segment_message(segment)) for segment in kept]
         if lines:
@@ -94,11 +100,6 @@ class EvidenceMixin:
     def _recall_note(self) -> str:
         """The preamble's line about ``context_recall``, only while the tool is mounted."""
         return RECALL_NOTE if self._recall_mounted else ""
-
-    def _kept_segments(self) -> tuple[segs.Segment, ...]:
-        """The segments in force before this boundary, the last boundary's ledger frozen among them."""
-        gone = self._removed_seqs | self._stubbed_seqs
-        return segs.frozen(self._ledger_segments, self._ledger, len(self._removed_seqs), gone)
 
     def _segment_message(self, segment: segs.Segment) -> Message:
         """A kept segment as a message: the same object while it is kept (counts are cached by identity)."""
@@ -174,20 +175,16 @@ class EvidenceMixin:
         return self._derive(message, kind, None, lambda: self._guarded(message, _known_tokens, frozenset()))
 
     def _guarded(self, message: Message, analyse: Any, empty: Any) -> Any:
-        """``analyse(message)``, else without its tool-call arguments, else ``empty``: the ledger is an
-        optional feature, so a failure is counted in ``fault_stats`` and logged once, never raised."""
-        try:
-            return analyse(message)
-        except Exception as exc:  # noqa: BLE001 - any failure of the ledger degrades
+        """``analyse(message)`` degraded as ``ledger.guarded`` degrades; a failure is counted in
+        ``fault_stats`` and logged once, never raised."""
+        result, error = ledger.guarded(analyse, message, empty)
+        if error is not None:
             self._fault_counts["evidence_failures"] += 1
             if self._fault_counts["evidence_failures"] == 1:
                 logger.warning(
-                    "context-simple: evidence ledger skipped a message it could not read (%s)", type(exc).__name__
+                    "context-simple: evidence ledger skipped a message it could not read (%s)", type(error).__name__
                 )
-        try:
-            return analyse(message, arguments=False)
-        except Exception:  # noqa: BLE001
-            return empty
+        return result
 
     def _evidence_stats(self, working: list[Message]) -> dict[str, int]:
         """Stats keys of the evidence mode (none when it is off, so default stats stay as they were)."""

@@ -17,7 +17,7 @@ from typing import Any
 
 from .estimate import seq_of
 from .instructions import is_injected_instruction, is_instruction
-from .tool_pairs import has_tool_calls, is_hook_injection, tool_groups
+from .tool_pairs import has_tool_calls, is_hook_injection, is_persisted_reminder, tool_groups
 
 Message = dict[str, Any]
 STUB_MIN_CHARS = 80
@@ -104,12 +104,6 @@ def _latest_thinking_call(messages: list[Message]) -> int:
 
 # Hosted tool search (OpenAI): the message that loaded tools; removing it unloads them mid-session.
 TOOL_SEARCH_KEY = "openai:tool_search_items"
-
-
-def is_persisted_reminder(message: Message) -> bool:
-    """A hook reminder today's streaming loop stores (``ephemeral`` and ``persisted`` in its metadata)."""
-    metadata = message.get("metadata")
-    return isinstance(metadata, dict) and metadata.get("ephemeral") is True and metadata.get("persisted") is True
 
 
 def pinned_indices(messages: list[Message]) -> set[int]:

@@ -11,6 +11,7 @@ bytes until the next one (the manager keeps its text and anchor; ``snapshot_stat
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from . import evidence_text as et
@@ -74,17 +75,23 @@ def analyse(message: Message, arguments: bool = True) -> tuple[Line, ...]:
     return tuple(lines[i] for i in sorted(ranked))
 
 
+def guarded(read: Callable[..., Any], message: Message, empty: Any) -> tuple[Any, Exception | None]:
+    """``read(message)``, else ``read`` without the tool-call arguments, else ``empty``; with the first
+    failure (None when there was none). The ledger is optional: reading a message never raises."""
+    try:
+        return read(message), None
+    except Exception as exc:  # noqa: BLE001 - any failure of the ledger degrades
+        error = exc
+    try:
+        return read(message, arguments=False), error
+    except Exception:  # noqa: BLE001
+        return empty, error
+
+
 def allowed_lines(messages: list[Message]) -> set[str]:
-    """Every line a ledger of ``messages`` (the removed and stubbed ones) may hold."""
-    allowed: set[str] = set()
-    for message in messages:
-        for arguments in (True, False):  # a message whose arguments failed to read kept its content only
-            try:
-                allowed |= {line for line, _tokens, _priority in analyse(message, arguments)}
-                break
-            except Exception:  # noqa: BLE001 - the same degradation as the ledger's own
-                continue
-    return allowed
+    """Every line a ledger of ``messages`` (the removed and stubbed ones) may hold, read as the ledger
+    reads them (:func:`guarded`)."""
+    return {line for message in messages for line, _tokens, _priority in guarded(analyse, message, ())[0]}
 
 
 def ledger_lines(text: str) -> list[str] | None:

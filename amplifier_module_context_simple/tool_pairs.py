@@ -69,13 +69,17 @@ def tool_groups(messages: list[dict[str, Any]]) -> dict[int, tuple[int, ...]]:
     return groups
 
 
+def is_persisted_reminder(message: dict[str, Any]) -> bool:
+    """A hook reminder today's streaming loop stores (``ephemeral`` and ``persisted`` in its metadata)."""
+    metadata = message.get("metadata")
+    return isinstance(metadata, dict) and metadata.get("ephemeral") is True and metadata.get("persisted") is True
+
+
 def is_hook_injection(message: dict[str, Any]) -> bool:
     """A hook's ``inject_context`` (any role: amplifier-core honours ``context_injection_role``)."""
     metadata = message.get("metadata")
-    if not isinstance(metadata, dict):
-        return False
     # Today's streaming loop stores hook reminders marked ephemeral and persisted instead.
-    return metadata.get("source") == "hook" or (metadata.get("ephemeral") is True and metadata.get("persisted") is True)
+    return isinstance(metadata, dict) and (metadata.get("source") == "hook" or is_persisted_reminder(message))
 
 
 def _held_in_group(message: dict[str, Any]) -> bool:

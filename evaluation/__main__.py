@@ -14,12 +14,11 @@ from . import cli
 from .arms import ARMS, Arm, arm_by_name, engine_arm, load_engine
 from .cache import Prices
 from .driver import Settings
-from .scenarios import correction_scenarios, retention_scenarios
+from .scenarios import generated_scenarios
 from .shaped import shape
-from .workloads import SHIPPED_DIR, Workload
+from .workloads import Workload
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "out"
-ALL_WORKLOADS = cli.TESTS_WORKLOADS
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -31,11 +30,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
 def choose_workloads(args: argparse.Namespace) -> list[Workload]:
     """The shipped sessions (or only the user's; --all-workloads: the 26 test transcripts), plus the
     retention scenarios unless --workload/--no-scenario."""
-    loads = cli.workloads(args.workload, SHIPPED_DIR)
-    if args.all_workloads:
-        loads = (loads if args.workload else []) + cli.workloads([str(ALL_WORKLOADS)], SHIPPED_DIR)
+    loads = cli.real_workloads(args.workload, args.all_workloads)
     if args.scenario or (args.scenario is None and not args.workload):
-        loads += retention_scenarios(args.seed) + correction_scenarios(args.seed)
+        loads += generated_scenarios(args.seed)
     return loads
 
 
@@ -104,9 +101,9 @@ def run(args: argparse.Namespace) -> int:
     report.print_shaped(data)
     print(f"{len(runs) + len(shaped_runs)} runs in {data['elapsed_s']} s; wrote:")
     for path in (md_path, json_path):
-        print(f"  {report.short_path(path)}")
+        print(f"  {cli.short_path(path)}")
     if names:
-        print(f"  {len(names)} plots in {report.short_path(args.out)}")
+        print(f"  {len(names)} plots in {cli.short_path(args.out)}")
     return 0
 
 

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from .workloads import SHIPPED_DIR as SHIPPED
 from .workloads import Workload, WorkloadError, load_path, read_messages, session_files
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "out"
@@ -38,7 +39,7 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         if isinstance(default, list | tuple):
             shown = " ".join(str(d) for d in default)
         elif isinstance(default, Path):
-            shown = _short(default)
+            shown = short_path(default)
         else:
             shown = str(default)
         shown = shown.replace("%", "%%")
@@ -175,6 +176,15 @@ def workloads(paths: Sequence[str] | None, default: str | Path) -> list[Workload
     return loads
 
 
+def real_workloads(paths: Sequence[str] | None, all_workloads: bool) -> list[Workload]:
+    """The shipped sessions, or only the named ones; with ``all_workloads`` the 26 test transcripts
+    (after the named ones, if any): the choice every harness command makes the same way."""
+    loads = workloads(paths, SHIPPED)
+    if all_workloads:
+        loads = (loads if paths else []) + workloads([str(TESTS_WORKLOADS)], SHIPPED)
+    return loads
+
+
 def sessions(paths: Sequence[str] | None, default: str | Path) -> dict[str, list[dict]]:
     """Raw checked messages (every key kept) by file stem, for the commands that drive the module directly."""
     files = [f for path in (paths or [default]) for f in session_files(path)]
@@ -281,7 +291,8 @@ class StageProgress:
             self.bar.update(self.task, advance=1, description=label[:50])
 
 
-def _short(path: Path) -> str:
+def short_path(path: Path) -> str:
+    """A path relative to the working folder when it is below it."""
     try:
         return str(path.resolve().relative_to(Path.cwd()))
     except ValueError:

@@ -7,6 +7,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from . import cli
 from .arms import Arm
 from .driver import Run, Settings
 from .metrics import arm_totals, run_metrics
@@ -208,15 +209,7 @@ def print_table(data: dict[str, Any], md_path: Path | None = None) -> None:
         if not t["available"]:
             print(f"{name}: not available ({t['reason']})")
     if md_path is not None:
-        print(f"Every column, the plots and the warnings:\n  {short_path(md_path)}")
-
-
-def short_path(path: Path) -> str:
-    """A path relative to the working folder when it is below it."""
-    try:
-        return str(path.resolve().relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
+        print(f"Every column, the plots and the warnings:\n  {cli.short_path(md_path)}")
 
 
 def _fitting_columns(cells: list[list[str]], width: int) -> list[int]:

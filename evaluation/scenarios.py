@@ -207,6 +207,11 @@ def correction_scenario(seed: int, tool_results: int = RETENTION_TOOL_RESULTS) -
     return Workload(name, b.messages, source=f"generated, seed {seed}", corrections=corrections)
 
 
+def generated_scenarios(first_seed: int = 7) -> list[Workload]:
+    """Every generated scenario of a run: the retention scenarios, then the corrections scenarios."""
+    return retention_scenarios(first_seed) + correction_scenarios(first_seed)
+
+
 def correction_scenarios(first_seed: int = 7, seeds: int = RETENTION_SEEDS) -> list[Workload]:
     """The corrections probe: `seeds` sessions with consecutive seeds, 4 corrections each."""
     return [correction_scenario(first_seed + i) for i in range(seeds)]

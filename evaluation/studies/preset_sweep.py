@@ -19,8 +19,7 @@ from .. import cli
 from ..arms import ARMS, Arm, arm_by_name
 from ..cache import Prices
 from ..driver import Settings
-from ..scenarios import correction_scenarios, retention_scenarios
-from ..workloads import SHIPPED_DIR
+from ..scenarios import generated_scenarios
 
 COST_TARGET = 0.70
 MISS_TARGET = 0.5
@@ -227,11 +226,9 @@ def run(args: argparse.Namespace) -> int:
     settings = Settings(args.window_fraction, 1024, request_overhead=0, prices=Prices())
     arms = configurations(args)
     cli.check_out_dir(args.out)
-    loads = cli.workloads(args.workload, SHIPPED_DIR)
-    if args.all_workloads:
-        loads = (loads if args.workload else []) + cli.workloads([str(cli.TESTS_WORKLOADS)], SHIPPED_DIR)
+    loads = cli.real_workloads(args.workload, args.all_workloads)
     if not args.no_scenario:
-        loads += retention_scenarios(7) + correction_scenarios(7)
+        loads += generated_scenarios(7)
     with cli.StageProgress("sweeping") as progress:
         runs = run_all(arms, loads, settings, args.jobs or 2, not args.no_tiktoken, progress)
     totals = report.build(arms, runs, settings, {})["totals"]
@@ -244,7 +241,7 @@ def run(args: argparse.Namespace) -> int:
     print("\nWhat to pick (this sweep's numbers):", *verdict(arms, totals), sep="\n")
     table = args.out / "preset_sweep.md"
     table.write_text("\n".join(rows) + "\n", encoding="utf-8")
-    print(f"The table:\n  {report.short_path(table)}")
+    print(f"The table:\n  {cli.short_path(table)}")
     return 0
 
 
