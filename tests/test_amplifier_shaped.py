@@ -226,6 +226,7 @@ def check_view(view: list[Message], previous: list[str] | None, boundary: bool, 
     return current
 
 
+@pytest.mark.slow  # long replay: `uv run pytest -m slow` (CI runs it)
 @pytest.mark.asyncio
 @pytest.mark.parametrize("preset", [None, "evidence_balanced"])
 async def test_shaped_transcripts_keep_every_promise(preset: str | None) -> None:

@@ -28,6 +28,7 @@ def run_script(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow  # long replay: `uv run pytest -m slow` (CI runs it)
 def test_the_session_example_exits_with_status_0_every_time():
     failures = []
     for attempt in range(RUNS):
@@ -38,6 +39,7 @@ def test_the_session_example_exits_with_status_0_every_time():
     assert failures == [], f"{len(failures)} of {RUNS} runs died: {failures[:2]}"
 
 
+@pytest.mark.slow  # long replay: `uv run pytest -m slow` (CI runs it)
 def test_the_kernel_reproduction_exits_cleanly_with_the_workaround():
     codes = [run_script("examples/amplifier_core_exit_crash.py", "--settle").returncode for _ in range(RUNS)]
     assert codes == [0] * RUNS

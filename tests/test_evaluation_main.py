@@ -2,12 +2,15 @@
 
 import json
 
+import pytest
+
 from evaluation.__main__ import main
 from evaluation.workloads import SHIPPED_DIR, load_path
 
 SMALL = SHIPPED_DIR / "taubench__airline__task002__trial1.jsonl"
 
 
+@pytest.mark.slow  # long replay: `uv run pytest -m slow` (CI runs it)
 def test_main_command_writes_a_report_that_parses(tmp_path, capsys):
     argv = ["--workload", str(SMALL), "--scenario", "--arms", "none,progressive", "--jobs", "1", "--out", str(tmp_path)]
     code = main(argv)

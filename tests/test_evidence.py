@@ -223,6 +223,7 @@ def test_an_unstamped_message_re_sent_by_identity_is_counted_once() -> None:
     assert len(calls) == 3
 
 
+@pytest.mark.slow  # long replay: `uv run pytest -m slow` (CI runs it)
 @pytest.mark.asyncio
 @pytest.mark.parametrize("preset", sorted(PRESETS))
 @pytest.mark.parametrize("fraction", (0.3,))

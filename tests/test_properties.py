@@ -237,7 +237,7 @@ def expected_budget(cfg: dict[str, Any], budget: tuple) -> int:
     if budget[0] == "provider" and budget[2] > 0:
         value = budget[1] - int(budget[2] * 0.5) - 4096
         if value > 0:
-            return value
+            return min(value, cfg["max_tokens"])  # a set max_tokens caps the provider's budget
     return cfg["max_tokens"]
 
 
@@ -660,6 +660,7 @@ def with_regressions(test: Any) -> Any:
     return test
 
 
+@pytest.mark.slow  # long replay: `uv run pytest -m slow` (CI runs it)
 @PROFILE
 @with_regressions
 @given(
@@ -686,6 +687,7 @@ SUMMARY_CONFIGS = configs().map(
 )
 
 
+@pytest.mark.slow  # long replay: `uv run pytest -m slow` (CI runs it)
 @settings(PROFILE, max_examples=max(PROFILE.max_examples // 3, 60))
 @given(
     cfg=SUMMARY_CONFIGS,

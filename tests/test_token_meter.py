@@ -583,6 +583,7 @@ async def digest(path: Any, config: dict[str, Any], events: bool) -> tuple[str, 
     return hasher.hexdigest(), len(requests), sum(r.boundary for r in requests)
 
 
+@pytest.mark.slow  # long replay: `uv run pytest -m slow` (CI runs it)
 @pytest.mark.parametrize("path", WORKLOADS, ids=lambda p: p.stem)
 def test_estimate_mode_views_are_byte_identical_with_and_without_usage_events(path):
     default = asyncio.run(digest(path, {}, events=False))

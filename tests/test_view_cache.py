@@ -104,6 +104,7 @@ def assert_same(incremental: Trace, full: Trace) -> None:
 # ----- differential: generated conversations ------------------------------------------------------
 
 
+@pytest.mark.slow  # long replay: `uv run pytest -m slow` (CI runs it)
 @settings(PROFILE, max_examples=max(PROFILE.max_examples // 2, 60))
 @given(cfg=PROGRESSIVE, budget=BUDGETS, factory=st.booleans(), ops=sessions(), factor=st.sampled_from([1.0, 0.3, 2.5]))
 def test_generated_conversations_match_the_full_rebuild_on_every_request(
@@ -167,6 +168,7 @@ async def transcript_trace(
     return trace
 
 
+@pytest.mark.slow  # long replay: `uv run pytest -m slow` (CI runs it)
 @pytest.mark.asyncio
 @pytest.mark.parametrize("name", sorted(TRANSCRIPT_CONFIGS))
 async def test_shipped_transcripts_match_the_full_rebuild_on_every_request(name: str) -> None:
@@ -180,6 +182,7 @@ async def test_shipped_transcripts_match_the_full_rebuild_on_every_request(name:
     assert extended > 0.6 * requests, f"only {extended} of {requests} requests took the incremental path"
 
 
+@pytest.mark.slow  # long replay: `uv run pytest -m slow` (CI runs it)
 @pytest.mark.asyncio
 @pytest.mark.parametrize("name", sorted(TRANSCRIPT_CONFIGS))
 async def test_amplifier_shaped_transcripts_match_the_full_rebuild_and_mostly_extend(name: str) -> None:
