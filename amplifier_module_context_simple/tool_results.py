@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import re
 import secrets
 import stat
 from collections.abc import Callable
@@ -173,23 +172,37 @@ def truncate_tool_result(
 
 
 def _open_spill_dir(spill_dir: str) -> int:
-    """Open (creating with mode 0700 if missing) the spill directory, refusing a symlink."""
+    """Open (creating with mode 0700 if missing) the spill directory, refusing a symlink, a directory of
+    another user, and one that others may write (they could plant or swap the files the model reads)."""
     if os.path.islink(spill_dir):
         raise PermissionError(f"spill directory {spill_dir!r} is a symlink; refusing to follow it")
     if not os.path.isdir(spill_dir):
         os.makedirs(spill_dir, mode=0o700, exist_ok=True)
     # O_NOFOLLOW closes the race between the check above and the open.
-    return os.open(spill_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    fd = os.open(spill_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    info = os.fstat(fd)
+    if not _ours(info) or info.st_mode & 0o022:
+        os.close(fd)
+        raise PermissionError(
+            f"spill directory {spill_dir!r} (mode {stat.S_IMODE(info.st_mode):o}, uid {info.st_uid}) is not "
+            "private to this user; refusing it (chmod go-w it, or name a missing directory: it is created 0700)"
+        )
+    return fd
+
+
+def _ours(info: os.stat_result) -> bool:
+    return not hasattr(os, "geteuid") or info.st_uid == os.geteuid()
 
 
 def _existing(name: str, dir_fd: int) -> bool:
-    """True when the target is already written; a symlink there is refused, never followed."""
+    """True when the target is already written; a symlink there is refused, never followed, and so is a
+    file of another user."""
     try:
         info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
         return False
-    if stat.S_ISLNK(info.st_mode) or not stat.S_ISREG(info.st_mode):
-        raise PermissionError(f"spill target {name!r} exists and is not a regular file; refusing")
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISREG(info.st_mode) or not _ours(info):
+        raise PermissionError(f"spill target {name!r} exists and is not a regular file of this user; refusing")
     return True
 
 
@@ -313,11 +326,3 @@ class ToolResultMixin:
         derived = make()
         self._derived[(seq, kind)] = (message, settings, derived)
         return derived
-
-    def _spill_sources(self) -> dict[str, int]:
-        """The spill files this session wrote, each with the ``_seq`` of the result it holds."""
-        sources = {}
-        for path in sorted(self._spilled_paths):
-            match = re.search(r"tool-result-(\d+)-", os.path.basename(path))
-            sources[path] = int(match.group(1)) if match else -1
-        return sources

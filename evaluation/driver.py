@@ -271,13 +271,13 @@ def recoverable(ctx: Any, missed: tuple[str, ...]) -> tuple[int, int]:
     """(missed tokens checked, how many one `context_recall` call with the token as its query returns
     within the tool's output bound): run on this module's stored history; other engines are not checked."""
     messages = getattr(ctx, "messages", None)
-    if not missed or not isinstance(messages, list) or not hasattr(ctx, "_spill_sources"):
+    texts = getattr(ctx, "_recall_texts", None)  # the manager's text cache, as the tool uses it
+    if not missed or not isinstance(messages, list) or texts is None:
         return 0, 0
     found = 0
-    probe = ctx.__dict__.setdefault("_evaluation_recall", recall.RecallTool(ctx))  # its text cache, per run
     for token in missed:
-        hits, matched, stopped = recall.search(messages, {}, recall.parse({"query": token}), probe._text)
-        output = recall.render(hits, matched, stopped, recall.MAX_OUTPUT_TOKENS * recall.CHARS_PER_TOKEN)
+        searched = recall.search(messages, recall.parse({"query": token}), texts)
+        output = recall.render(searched, recall.MAX_OUTPUT_TOKENS * recall.CHARS_PER_TOKEN)
         found += token.lower() in output.lower()
     return len(missed), found
 
