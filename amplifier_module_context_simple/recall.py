@@ -16,6 +16,7 @@ Earlier recalls (the tool's own calls and results) are never searched, so result
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from .estimate import seq_of
@@ -34,6 +35,7 @@ MAX_RESULTS = 100
 MAX_PATTERN = 200
 TIME_BUDGET_S = 1.0
 SLICE_S = 0.02  # the longest the async search holds the event loop before giving it a turn (plus one step)
+TRAFFIC_STEP = 4_096  # messages read for the tool's own traffic between two checkpoints
 ROLES = ("user", "assistant", "tool", "system", "developer")
 NOTE = "Older messages removed from your view can be searched with the context_recall tool."
 
@@ -41,7 +43,11 @@ INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "query": {"type": "string", "description": "A phrase to find (case-insensitive), or a regex with regex: true"},
-        "regex": {"type": "boolean", "description": "Treat query as a Python regular expression", "default": False},
+        "regex": {
+            "type": "boolean",
+            "description": "Treat query as a regular expression, matched per line (no backreferences or lookaround)",
+            "default": False,
+        },
         "role": {"type": "string", "enum": list(ROLES), "description": "Only messages of this role"},
         "from_seq": {
             "type": "integer",
@@ -99,27 +105,57 @@ def is_recall_call(call: Any) -> bool:
     return isinstance(call, dict) and tool_call_parts(call)[0] == TOOL_NAME
 
 
-def recall_traffic(messages: list[Message]) -> set[int]:
-    """Seqs of this tool's own traffic: its results, and assistant turns that only called it.
+class TrafficReader:
+    """The seqs of this tool's own traffic: its results, and assistant turns that only called it.
 
     A result belongs to the nearest earlier assistant that declared its id (as ``tool_pairs.tool_groups``
-    reads groups), so a reused id (``call_0`` in every turn) hides no other tool's result.
+    reads groups), so a reused id (``call_0`` in every turn) hides no other tool's result. Read
+    incrementally: a history only grows until it is replaced (and its MessageTexts, which hold this
+    reader, are cleared); a list that shrank or changed is read again.
     """
-    own: set[int] = set()
-    recall_ids: set[str] = set()  # ids whose latest declaring call is this tool's
-    for message in messages:
+
+    def __init__(self) -> None:
+        self.source: list[Message] | None = None
+        self.read = 0
+        self.recall_ids: set[str] = set()  # ids whose latest declaring call is this tool's
+        self.own: set[int] = set()
+
+    def update(self, messages: list[Message]) -> set[int]:
+        for _ in self.steps(messages):
+            pass
+        return self.own
+
+    def steps(self, messages: list[Message]) -> Iterator[None]:
+        """Read what was appended since the last call, yielding every ``TRAFFIC_STEP`` messages."""
+        if messages is not self.source or len(messages) < self.read:
+            self.source, self.read = messages, 0
+            self.recall_ids.clear()
+            self.own.clear()  # in place: a search holds this set
+        while self.read < len(messages):
+            stop = min(len(messages), self.read + TRAFFIC_STEP)
+            for message in messages[self.read : stop]:
+                self._read(message)
+            self.read = stop
+            yield
+
+    def _read(self, message: Message) -> None:
         role, calls = message.get("role"), message.get("tool_calls") or ()
         if role == "assistant" and calls:
             mine = [is_recall_call(call) for call in calls]
             for call, is_mine in zip(calls, mine, strict=True):
                 call_id = call.get("id") if isinstance(call, dict) else None
                 if isinstance(call_id, str):
-                    (recall_ids.add if is_mine else recall_ids.discard)(call_id)
+                    (self.recall_ids.add if is_mine else self.recall_ids.discard)(call_id)
             if all(mine) and not message.get("content") and (seq := seq_of(message)) is not None:
-                own.add(seq)
-        elif role == "tool" and message.get("tool_call_id") in recall_ids and (seq := seq_of(message)) is not None:
-            own.add(seq)
-    return own
+                self.own.add(seq)
+        elif role == "tool" and message.get("tool_call_id") in self.recall_ids:
+            if (seq := seq_of(message)) is not None:
+                self.own.add(seq)
+
+
+def recall_traffic(messages: list[Message]) -> set[int]:
+    """The seqs of this tool's own calls and results in ``messages`` (see TrafficReader)."""
+    return TrafficReader().update(messages)
 
 
 def _labeller(messages: list[Message]) -> Any:
@@ -140,8 +176,11 @@ def _labeller(messages: list[Message]) -> Any:
 
 
 def new_search(messages: list[Message], query: Query, texts: MessageTexts) -> Search:
-    """A search of ``messages`` that skips the tool's own traffic."""
-    return Search(messages, query, texts, recall_traffic(messages), _labeller(messages))
+    """A search of ``messages`` (the stored history) that skips the tool's own traffic."""
+    if texts.traffic is None:
+        texts.traffic = TrafficReader()
+    reader = texts.traffic
+    return Search(list(messages), query, texts, reader.own, _labeller(messages), before=reader.steps(messages))
 
 
 def search(
@@ -153,6 +192,8 @@ def search(
 
 def render(found: Search, budget_chars: int) -> str:
     """The tool's output within ``budget_chars``, with a last line saying what was left out."""
+    if found.replaced:
+        return "The conversation's history was replaced during the search; nothing was searched. Search again."
     late = ""
     if found.stopped:
         where = f" while reading #{found.stopped_at}" if found.stopped_at >= 0 else ""
@@ -192,7 +233,7 @@ class RecallTool:
         try:
             query = parse(input)
             manager = self._manager
-            found = new_search(list(manager.messages), query, manager._recall_texts)
+            found = new_search(manager.messages, query, manager._recall_texts)
             await run_async(found, self.time_budget_s, self.slice_s)
             return ToolResult(success=True, output=render(found, MAX_OUTPUT_TOKENS * CHARS_PER_TOKEN))
         except RecallError as exc:

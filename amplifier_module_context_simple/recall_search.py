@@ -17,7 +17,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .estimate import seq_of
 from .evidence_text import content_texts
 from .recall_regex import Pattern
 from .token_counter import tool_call_parts
@@ -78,6 +77,8 @@ class MessageTexts:
     def clear(self) -> None:
         self._entries: dict[int, tuple[Message, Any, str, str, int]] = {}
         self.chars = 0
+        self.generation = getattr(self, "generation", -1) + 1  # a search that started before sees it changed
+        self.traffic: Any = None  # recall.py's reader of the tool's own traffic in this history
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -159,16 +160,18 @@ def regex_spans(text: str, lowered: str, pattern: Pattern) -> Iterator[Span | No
 class Search:
     """One search over ``messages``, newest first: hits, how many messages matched, and whether the time
     budget stopped it (and at which message). ``skip`` holds the seqs never searched (recall's own
-    traffic); ``label(index, seq)`` names a hit."""
+    traffic, read by ``before``); ``label(index, seq)`` names a hit."""
 
     messages: list[Message]
     query: Query
     texts: MessageTexts
     skip: set[int]
     label: Callable[[int, int], str]
+    before: Iterator[None] = field(default_factory=lambda: iter(()))  # steps of work first (may fill ``skip``)
     hits: list[Hit] = field(default_factory=list)
     matched: int = 0
     stopped_at: int | None = None  # the seq being read when the time budget ran out
+    replaced: bool = False  # the history was replaced (set_messages, clear) during the search
     _reading: int | None = None
 
     @property
@@ -176,15 +179,26 @@ class Search:
         return self.stopped_at is not None
 
     def steps(self) -> Iterator[None]:
-        """Do the search, yielding at each checkpoint."""
-        query, messages = self.query, self.messages
+        """Do the search, yielding at each checkpoint: after ``FIND_WINDOW`` characters of skipped
+        messages, before reading a message that may match, and inside a long read."""
+        yield from self.before
+        query, messages, skip, texts = self.query, self.messages, self.skip, self.texts
+        unread = FIND_WINDOW
         for index in range(len(messages) - 1, -1, -1):
             message = messages[index]
-            seq = seq_of(message)
-            if seq is None or seq in self.skip or not query.admits(seq, message.get("role")):
+            metadata = message.get("metadata")  # seq_of, inlined: this loop runs over the whole history
+            seq = metadata.get("_seq") if type(metadata) is dict else None
+            if type(seq) is not int or seq in skip or not query.admits(seq, message.get("role")):
                 continue
             self._reading = seq
-            text, lowered = self.texts.get(message)
+            text, lowered = texts.get(message)
+            unread -= len(text)
+            if query.pattern is None and query.needle not in lowered:  # one C-speed pass decides most
+                if unread <= 0:
+                    unread = FIND_WINDOW
+                    yield
+                continue
+            unread = FIND_WINDOW
             yield
             found: list[Span] = []
             enough = 1 if len(self.hits) >= query.max_results else MAX_LINES_PER_MESSAGE
@@ -200,15 +214,18 @@ class Search:
                 self._record(index, seq, text, found)
         self._reading = None
 
-    def stop(self) -> None:
+    def stop(self, replaced: bool = False) -> None:
+        """The time budget ran out; or the history was replaced meanwhile, and nothing found counts."""
         self.stopped_at = self._reading if self._reading is not None else -1
+        if replaced:
+            self.replaced = True
+            self.hits.clear()
+            self.matched = 0
 
     def _spans(self, text: str, lowered: str) -> Iterator[Span | None]:
         if self.query.pattern is None:
-            if self.query.needle in lowered:  # one C-speed pass decides most messages
-                yield from literal_spans(text, lowered, self.query.needle)
-            return
-        yield from regex_spans(text, lowered, self.query.pattern)
+            return literal_spans(text, lowered, self.query.needle)
+        return regex_spans(text, lowered, self.query.pattern)
 
     def _record(self, index: int, seq: int, text: str, found: list[Span]) -> None:
         if not found:
@@ -234,19 +251,23 @@ def run(search: Search, budget_s: float, clock: Callable[[], float] = time.monot
 async def run_async(
     search: Search, budget_s: float, slice_s: float, clock: Callable[[], float] = time.monotonic
 ) -> Search:
-    """``run``, giving the event loop its turn whenever ``slice_s`` has passed since the last one."""
+    """``run``, giving the event loop its turn whenever ``slice_s`` has passed since the last one. A
+    history replaced meanwhile (its texts cleared) ends the search with nothing found."""
     deadline = clock() + budget_s
     resume = clock() + slice_s
+    generation = search.texts.generation
     steps = search.steps()
     for _ in steps:
         now = clock()
-        if now > deadline:
-            steps.close()
-            search.stop()
-            break
         if now >= resume:
             await asyncio.sleep(0)
-            resume = clock() + slice_s
+            now = resume = clock()
+            resume += slice_s
+        replaced = search.texts.generation != generation
+        if replaced or now > deadline:
+            steps.close()
+            search.stop(replaced)
+            break
     return search
 
 

@@ -175,10 +175,11 @@ async def held_loop_for(call: Any) -> tuple[Any, float]:
     task = asyncio.create_task(ticker())
     await asyncio.sleep(0)
     try:
-        return await call, longest
+        returned = await call
     finally:
         running = False
-        await task
+        await task  # its last tick measures the stretch up to the call's return
+    return returned, longest
 
 
 ISSUE_PATTERNS = [  # (pattern, the line that took Python's re seconds, a line that matches)
@@ -266,13 +267,7 @@ async def test_after_set_messages_the_previous_historys_spill_files_are_not_sear
 @pytest.mark.asyncio
 async def test_the_text_cache_is_bounded_and_dropped_with_the_history():
     coordinator, ctx, _ = await mounted()
-    sizes = []
-    for round_ in range(3):
-        await ctx.set_messages([user(f"round {round_}"), *history(40)])
-        await recall(coordinator, query="MARK-")
-        sizes.append(len(ctx._recall_texts))
-    assert sizes[0] == sizes[1] == sizes[2] <= len(ctx.messages)  # 501 -> 1,002 -> 1,503 before
-    await add_all(ctx, [asst_calls("big", name="bash"), result("big", "X" * 8_000_000 + "\nNEEDLE")])
+    await add_all(ctx, [user("go"), asst_calls("big", name="bash"), result("big", "X" * 8_000_000 + "\nNEEDLE")])
     tracemalloc.start()
     try:
         assert "NEEDLE" in (await recall(coordinator, query="needle")).output
@@ -283,10 +278,34 @@ async def test_the_text_cache_is_bounded_and_dropped_with_the_history():
     finally:
         tracemalloc.stop()
     assert cached > 8_000_000 > 1_000_000 > left  # the lowercase copy went with the history
+    sizes = []
+    for round_ in range(3):
+        await ctx.set_messages([user(f"round {round_}"), *history(40)])
+        await recall(coordinator, query="MARK-")
+        sizes.append(len(ctx._recall_texts))
+    assert sizes[0] == sizes[1] == sizes[2] <= len(ctx.messages)  # 501 -> 1,002 -> 1,503 before
     ctx._recall_texts.max_chars = 1_000
     await ctx.set_messages(history(5))
     await recall(coordinator, query="MARK-")
     assert ctx._recall_texts.chars <= 1_000
+
+
+@pytest.mark.asyncio
+async def test_a_history_replaced_during_a_search_answers_nothing_from_it():
+    coordinator, ctx, _ = await mounted()
+    tool = coordinator.get("tools")[TOOL_NAME]
+    await add_all(ctx, [user("go"), asst_calls("c1", name="bash"), result("c1", ("a" * 1_000 + "9\n") * 2_000)])
+    tool.slice_s = 0.0
+
+    async def replace_soon() -> None:
+        await asyncio.sleep(0)
+        await ctx.set_messages([user("another session")])
+
+    replacing = asyncio.create_task(replace_soon())
+    found = await tool.execute({"query": "[a-z]+[0-9]$", "regex": True})
+    await replacing
+    assert found.success and "replaced during the search" in found.output and "aaa" not in found.output
+    assert len(ctx._recall_texts) == 0  # nothing of the old history was cached after the replacement
 
 
 # ----- point 11: reused call ids, and filters on every hit --------------------------------------------
