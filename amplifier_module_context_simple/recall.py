@@ -179,8 +179,8 @@ def new_search(messages: list[Message], query: Query, texts: MessageTexts) -> Se
     """A search of ``messages`` (the stored history) that skips the tool's own traffic."""
     if texts.traffic is None:
         texts.traffic = TrafficReader()
-    reader = texts.traffic
-    return Search(list(messages), query, texts, reader.own, _labeller(messages), before=reader.steps(messages))
+    reader, copied = texts.traffic, list(messages)  # the search reads the history as it is now
+    return Search(copied, query, texts, reader.own, _labeller(copied), before=reader.steps(messages))
 
 
 def search(

@@ -183,6 +183,7 @@ class Search:
         messages, before reading a message that may match, and inside a long read."""
         yield from self.before
         query, messages, skip, texts = self.query, self.messages, self.skip, self.texts
+        required = query.needle if query.pattern is None else query.pattern.literal  # every match holds it
         unread = FIND_WINDOW
         for index in range(len(messages) - 1, -1, -1):
             message = messages[index]
@@ -193,7 +194,7 @@ class Search:
             self._reading = seq
             text, lowered = texts.get(message)
             unread -= len(text)
-            if query.pattern is None and query.needle not in lowered:  # one C-speed pass decides most
+            if required and required not in lowered:  # one C-speed pass decides most messages
                 if unread <= 0:
                     unread = FIND_WINDOW
                     yield
