@@ -140,7 +140,7 @@ def counter_spec(key: str, value: Any) -> Any:
         try:  # load the encoding now, once: not on every later request
             resolve_counter(value)
         except Exception as exc:  # a typo in the encoding, tiktoken missing, no download: run, say so
-            reason = f"{type(exc).__name__}: {exc}"[:200]
+            reason = " ".join(str(exc).split())[:400]  # resolve_counter says what to install or name
             warn('token_counter=%r cannot be loaded (%s); using "estimate"', value, reason)
             return "estimate"
         return value
