@@ -135,4 +135,8 @@ async def main(turns: int = 4) -> dict[str, int]:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    import argparse
+
+    options = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    options.add_argument("--turns", type=int, default=4, help="user turns to run (default: 4)")
+    asyncio.run(main(turns=options.parse_args().turns))
