@@ -71,7 +71,7 @@ def test_the_scripts_are_found():
     found = scripts()
     assert {"tests/regen_golden.py", "tests/review_sweep.py", "evaluation/__main__.py"} <= set(found)
     assert len([s for s in found if s.startswith("evaluation/")]) >= 10
-    assert len([s for s in found if s.startswith("examples/")]) == 3
+    assert len([s for s in found if s.startswith("examples/")]) == 4
 
 
 @pytest.mark.parametrize("script", scripts())
