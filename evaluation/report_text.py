@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from . import report_host
 from .report import (
     COLUMNS,
     DEFAULT_ARM,
@@ -102,6 +103,7 @@ def markdown(data: dict[str, Any], plots: list[str]) -> str:
     parts += ["## Every pooled column", "", markdown_table([h for h, _ in COLUMNS], table_cells(data)), ""]
     parts += [*unavailable(data), *places(data), *warnings(data), "## How this run was made", "", *explain(data)]
     parts += shaped(data)
+    parts += report_host.host_markdown(data) + report_host.tight_markdown(data)
     parts += ["", "## Per arm and workload", "", per_workload(data), ""]
     if plots:
         parts += ["## Plots", ""] + [f"![{p}]({p})" for p in plots] + [""]
