@@ -59,6 +59,7 @@ def host_workloads(workloads: list[Workload]) -> list[Workload]:
             source=w.source,
             host_reminders=True,
             sized_by=w.messages,
+            recall_probe=False,
         )
         for i, w in enumerate(real)
     ]

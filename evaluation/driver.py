@@ -263,7 +263,7 @@ async def _request(ctx, provider, answer, req, prev, run, workload, originals, d
     digest.update((canonical_json(view) + "\n").encode())
     sent = with_reminders(view, reminder_text(workload.name)) if workload.host_reminders else view
     bill = await provider.respond(sent, answer)  # what the host sends is what is billed
-    keys, _ = provider.measure(sent)
+    keys = list(bill.keys)
     o = bill.outcome
     req.messages, req.true_tokens = len(view), o.total
     req.read, req.write, req.plain, req.waste = o.read, o.write, o.plain, o.waste
@@ -278,7 +278,8 @@ async def _request(ctx, provider, answer, req, prev, run, workload, originals, d
     req.truncated_tools, req.tails_kept = tail_retention(view, originals)
     if evidence is not None:
         req.evidence = evidence.score(view, answer, keep_missed=MISSED_SAMPLES)
-        req.recall_checked, req.recall_found = recoverable(ctx, req.evidence.missed[:RECALL_SAMPLES])
+        if workload.recall_probe:
+            req.recall_checked, req.recall_found = recoverable(ctx, req.evidence.missed[:RECALL_SAMPLES])
     return keys[: bill.cacheable]
 
 

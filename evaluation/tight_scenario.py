@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
-from .arms import DEFAULT_ENGINE, Arm
+from .arms import DEFAULT_ENGINE, PASSTHROUGH, Arm
 from .host_shaped import host_shape
 from .workloads import Workload
 
@@ -188,6 +188,7 @@ def tight_workload(seed: int = 7) -> tuple[Workload, dict[str, Any]]:
         host_shape(messages, seed),
         source=f"generated (seed {seed})",
         host_reminders=True,
+        recall_probe=False,
         context_window=CONTEXT_WINDOW,
         max_output_tokens=MAX_OUTPUT_TOKENS,
     )
@@ -195,7 +196,10 @@ def tight_workload(seed: int = 7) -> tuple[Workload, dict[str, Any]]:
 
 
 def tight_arms(arms: list[Arm]) -> list[Arm]:
-    """Every arm of this module with `max_tokens: 20000` (an arm's own setting wins); others as they are."""
+    """Every arm of this module with `max_tokens: 20000` (an arm's own setting wins), other engines as
+    they are; not the no-compaction reference, which no 40,000-token window takes (its views hold the
+    whole session, ~840,000 tokens: all but its first requests would be rejected)."""
+    kept = [a for a in arms if a.engine != PASSTHROUGH]
     return [
-        replace(a, config={"max_tokens": MAX_TOKENS, **a.config}) if a.engine == DEFAULT_ENGINE else a for a in arms
+        replace(a, config={"max_tokens": MAX_TOKENS, **a.config}) if a.engine == DEFAULT_ENGINE else a for a in kept
     ]

@@ -30,13 +30,17 @@ PROG = "python -m evaluation.studies.tight_window"
 def parse(argv: list[str]) -> argparse.Namespace:
     """Options: arms, seed, jobs, the fallback counter, an optional output file."""
     p = cli.Parser(PROG, __doc__)
-    p.add_argument("--arms", metavar="NAMES", help="comma-separated arm names (default: every arm of the main run)")
+    p.add_argument(
+        "--arms", metavar="NAMES", help="comma-separated arm names (default: every arm of the main run but none)"
+    )
     p.add_argument("--seed", type=int, default=7, help="seed of the generated session")
     cli.add_jobs(p, "worker processes (default: the cores, at most 4)")
     cli.add_no_tiktoken(p)
     p.add_argument("--out", type=Path, metavar="FILE", help="also write the section (markdown) and FILE.json here")
     args = p.parse_args(argv)
     args.arms = cli.check_arms(args.arms) if args.arms is not None else [a.name for a in ARMS]
+    if not tight_arms([arm_by_name(name) for name in args.arms]):
+        raise cli.UsageError("--arms: only the no-compaction reference, which the tight window leaves out")
     if args.out is not None:
         cli.check_new_file("--out", args.out)
     return args
