@@ -9,7 +9,7 @@ from typing import Any
 
 from .arms import Arm
 from .driver import Run, Settings
-from .report import REFERENCE_ARM, build
+from .report import DEFAULT_ARM, build
 
 # (heading, key) per replay; each cell shows the plain replay, then the host-shaped one.
 SIDE_BY_SIDE = [
@@ -135,8 +135,8 @@ def tight_markdown(data: dict[str, Any]) -> list[str]:
         f"request. The provider reports a {s['context_window']:,}-token window and {s['max_output_tokens']:,} "
         f"output tokens (input limit {s['input_limit']:,}); every arm of this module runs with `max_tokens: "
         f"{s['max_tokens']}`. *Past the input limit*: requests a provider rejects. *OVER BUDGET endings*: the "
-        "module's warnings that compaction could not reach its budget. No compaction is left out: its views "
-        "would hold the whole session, far past the window."
+        "module's warnings that compaction could not reach its budget. The no-compaction reference is left "
+        "out: its views would hold the whole session, far past the window."
     )
     return ["", "## Tight window (issue 29)", "", intro, "", *_table(headers, rows), ""]
 
@@ -152,14 +152,19 @@ def host_terminal(data: dict[str, Any]) -> list[str]:
         for name, r in _ran(data, section).items()
     ]
     heads = ["arm", "bill vs none", "evidence miss", "over window", "invalid"]
-    widths = [max(len(row[i]) for row in [heads, *cells]) for i in range(len(heads))]
     n = len(section["workloads"])
     title = f"Plain | host-shaped replay ({n} transcript{'' if n == 1 else 's'} as loop-streaming stores them):"
-    lines = [title[:TERMINAL_WIDTH]]
+    return [title[:TERMINAL_WIDTH], *_aligned(heads, cells)]
+
+
+def _aligned(heads: list[str], cells: list[list[str]]) -> list[str]:
+    """A plain-text table: the first column left-aligned, the others right-aligned, two spaces apart."""
+    widths = [max(len(row[i]) for row in [heads, *cells]) for i in range(len(heads))]
+    lines = []
     for row in [heads, *cells]:
-        cells_right = ("  " + c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True))
-        lines.append(row[0].ljust(widths[0]) + "".join(cells_right))
-    return [line.rstrip() for line in lines]
+        right = ("  " + c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True))
+        lines.append((row[0].ljust(widths[0]) + "".join(right)).rstrip())
+    return lines
 
 
 def tight_terminal(data: dict[str, Any], where: str = "report.md") -> list[str]:
@@ -169,15 +174,14 @@ def tight_terminal(data: dict[str, Any], where: str = "report.md") -> list[str]:
     if not section:
         return []
     arms = section["arms"]
-    compacting = {n: t for n, t in arms.items() if n != REFERENCE_ARM}
-    past = [f"{n} {t['over_window']}" for n, t in compacting.items() if t["over_window"]]
-    over = sorted(compacting.items(), key=lambda kv: (-kv[1]["over_budget_endings"], kv[0]))
+    past = [f"{n} {t['over_window']}" for n, t in arms.items() if t["over_window"]]
+    over = sorted(arms.items(), key=lambda kv: (-kv[1]["over_budget_endings"], kv[0]))
     worst = ", ".join(f"{n} {t['over_budget_endings']}" for n, t in over[:3] if t["over_budget_endings"])
-    default = arms.get("progressive")
+    default = arms.get(DEFAULT_ARM)
     s = section["shape"]
     text = (
         f"Tight window ({s['context_window']:,} tokens, max_tokens {s['max_tokens']:,}, host-shaped): "
-        f"requests past the input limit: {', '.join(past) or 'none in any compacting arm'}; "
+        f"requests past the input limit: {', '.join(past) or 'none in any arm'}; "
         f"OVER BUDGET endings: "
         + (f"default {default['over_budget_endings']}, " if default else "")
         + (f"most {worst}" if worst else "none")
@@ -194,11 +198,7 @@ def tight_table(data: dict[str, Any]) -> list[str]:
     keys = ["over_window", "over_budget_endings", "boundaries_per_request", "cache_read_share", "vs_default"]
     heads = ["arm", "past limit", "OVER BUDGET", "bound/req", "cache rd", "vs dflt"]
     cells = [[name, *(cell(k, t[k]) for k in keys)] for name, t in section["arms"].items()]
-    widths = [max(len(row[i]) for row in [heads, *cells]) for i in range(len(heads))]
-    lines = []
-    for row in [heads, *cells]:
-        right = ("  " + c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True))
-        lines.append((row[0].ljust(widths[0]) + "".join(right)).rstrip())
+    lines = _aligned(heads, cells)
     limit = section["shape"]["input_limit"]
     caption = (
         f"past limit: requests over the input limit ({limit:,} tokens); OVER BUDGET: compactions that ended "
