@@ -17,6 +17,7 @@ from .driver import Settings
 from .host_shaped import host_shape
 from .scenarios import generated_scenarios
 from .shaped import shape
+from .wording import plural
 from .workloads import Workload
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "out"
@@ -29,9 +30,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 
 def choose_workloads(args: argparse.Namespace) -> list[Workload]:
-    """The shipped sessions (or only the user's; --all-workloads: the 26 test transcripts), plus the
-    retention scenarios unless --workload/--no-scenario."""
-    loads = cli.real_workloads(args.workload, args.all_workloads)
+    """The shipped sessions (or only the user's; --all-workloads: the 26 test transcripts; --split: one
+    half of them), plus the retention scenarios unless --workload/--no-scenario."""
+    loads = cli.real_workloads(args.workload, args.all_workloads, args.split)
     if scenarios_on(args):
         loads += generated_scenarios(args.seed)
     return loads
@@ -119,11 +120,11 @@ def run(args: argparse.Namespace) -> int:
     report.print_shaped(data)
     print(*report_host.host_terminal(data), *report_host.tight_terminal(data), sep="\n")
     total = len(runs) + sum(s["runs"] for s in extra.values())
-    print(f"{total} runs in {data['elapsed_s']} s; wrote:")
+    print(f"{plural(total, 'run')} in {data['elapsed_s']} s; wrote:")
     for path in (md_path, json_path):
         print(f"  {cli.short_path(path)}")
     if names:
-        print(f"  {len(names)} plots in {cli.short_path(args.out)}")
+        print(f"  {plural(len(names), 'plot')} in {cli.short_path(args.out)}")
     return 0
 
 

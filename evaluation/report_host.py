@@ -10,6 +10,7 @@ from typing import Any
 from .arms import Arm
 from .driver import Run, Settings
 from .report import DEFAULT_ARM, build
+from .wording import plural
 
 # (heading, key) per replay; each cell shows the plain replay, then the host-shaped one.
 SIDE_BY_SIDE = [
@@ -99,13 +100,14 @@ def host_markdown(data: dict[str, Any]) -> list[str]:
     section = data.get("host")
     if not section:
         return []
-    headers = ["arm", *(f"{h} (plain / host)" for h, _ in SIDE_BY_SIDE), "host bill / plain bill"]
+    headers = ["configuration", *(f"{h} (plain / host)" for h, _ in SIDE_BY_SIDE), "host bill / plain bill"]
     rows = []
     for name, r in _ran(data, section).items():
         pairs = [f"{cell(k, r['plain'][k])} / {cell(k, r['host'][k])}" for _, k in SIDE_BY_SIDE]
         rows.append([name, *pairs, "n/a" if r["bill_ratio"] is None else f"{r['bill_ratio']:.2f}x"])
     intro = (
-        f"The same {len(section['workloads'])} real sessions replayed twice through every arm, on the same "
+        f"The same {plural(len(section['workloads']), 'real session')} replayed twice through every configuration, "
+        "on the same "
         "provider window: as the plain JSONL stores them, and as Amplifier's loop-streaming orchestrator on "
         "amplifier-core 2.0.2 stores them (evaluation/host_shaped.py, seeded): calls as `{id, tool, arguments: "
         "{...}}` beside content blocks (thinking, text, tool_call), every result as the JSON of the whole result "
@@ -123,22 +125,23 @@ def tight_markdown(data: dict[str, Any]) -> list[str]:
     if not section:
         return []
     s = section["shape"]
-    headers = ["arm", "requests", "past the input limit", "OVER BUDGET endings", "boundaries per request"]
+    headers = ["configuration", "requests", "past the input limit", "OVER BUDGET endings", "boundaries per request"]
     headers += ["cache read share", "bill", "bill vs default", "evidence line miss", "invalid"]
     keys = ["requests", "over_window", "over_budget_endings", "boundaries_per_request", "cache_read_share"]
     keys += ["cost", "vs_default", "evidence_line_miss", "invalid_views"]
     rows = [[name, *(cell(k, t[k]) for k in keys)] for name, t in section["arms"].items()]
     intro = (
-        f"One generated session, stored as loop-streaming stores it (evaluation/host_shaped.py): {s['turns']} turns, "
-        f"{s['tool_results']} tool results of {s['result_kb_min']}-{s['result_kb_max']} KB (file reads, grep "
-        f"output, test logs), {s['screenshots']} screenshots pasted in user turns, the hooks' reminders on every "
+        "One generated session, stored as loop-streaming stores it (evaluation/host_shaped.py): "
+        f"{plural(s['turns'], 'turn')}, {plural(s['tool_results'], 'tool result')} of {s['result_kb_min']}-"
+        f"{s['result_kb_max']} KB (file reads, grep output, test logs), {plural(s['screenshots'], 'screenshot')} "
+        "pasted in user turns, the hooks' reminders on every "
         f"request. The provider reports a {s['context_window']:,}-token window and {s['max_output_tokens']:,} "
-        f"output tokens (input limit {s['input_limit']:,}); every arm of this module runs with `max_tokens: "
+        f"output tokens (input limit {s['input_limit']:,}); every configuration of this module runs with `max_tokens: "
         f"{s['max_tokens']}`. *Past the input limit*: requests a provider rejects. *OVER BUDGET endings*: the "
         "module's warnings that compaction could not reach its budget. The no-compaction reference is left "
         "out: its views would hold the whole session, far past the window."
     )
-    return ["", "## Tight window (issue 29)", "", intro, "", *_table(headers, rows), ""]
+    return ["", "## Tight window", "", intro, "", *_table(headers, rows), ""]
 
 
 def host_terminal(data: dict[str, Any]) -> list[str]:
@@ -151,9 +154,9 @@ def host_terminal(data: dict[str, Any]) -> list[str]:
         [name, *(f"{cell(k, r['plain'][k])} | {cell(k, r['host'][k])}" for k in keys)]
         for name, r in _ran(data, section).items()
     ]
-    heads = ["arm", "bill vs none", "evidence miss", "over window", "invalid"]
-    n = len(section["workloads"])
-    title = f"Plain | host-shaped replay ({n} transcript{'' if n == 1 else 's'} as loop-streaming stores them):"
+    heads = ["configuration", "bill vs none", "evidence miss", "over window", "invalid"]
+    n = plural(len(section["workloads"]), "transcript")
+    title = f"Plain | host-shaped replay ({n} as loop-streaming stores them):"
     return [title[:TERMINAL_WIDTH], *_aligned(heads, cells)]
 
 
@@ -181,7 +184,7 @@ def tight_terminal(data: dict[str, Any], where: str = "report.md") -> list[str]:
     s = section["shape"]
     text = (
         f"Tight window ({s['context_window']:,} tokens, max_tokens {s['max_tokens']:,}, host-shaped): "
-        f"requests past the input limit: {', '.join(past) or 'none in any arm'}; "
+        f"requests past the input limit: {', '.join(past) or 'none'}; "
         f"OVER BUDGET endings: "
         + (f"default {default['over_budget_endings']}, " if default else "")
         + (f"most {worst}" if worst else "none")
@@ -196,7 +199,7 @@ def tight_table(data: dict[str, Any]) -> list[str]:
     if not section:
         return []
     keys = ["over_window", "over_budget_endings", "boundaries_per_request", "cache_read_share", "vs_default"]
-    heads = ["arm", "past limit", "OVER BUDGET", "bound/req", "cache rd", "vs dflt"]
+    heads = ["configuration", "past limit", "OVER BUDGET", "bound/req", "cache rd", "vs dflt"]
     cells = [[name, *(cell(k, t[k]) for k in keys)] for name, t in section["arms"].items()]
     lines = _aligned(heads, cells)
     limit = section["shape"]["input_limit"]

@@ -108,7 +108,7 @@ def tight_data(names: list[str]) -> dict:
 def test_the_section_names_every_arm_and_fits_the_terminal():
     data = tight_data([a.name for a in tight_arms(ARMS)])
     md = "\n".join(tight_markdown(data))
-    assert "## Tight window (issue 29)" in md and "input limit 36,000" in md and "`max_tokens: 20000`" in md
+    assert "## Tight window" in md and "input limit 36,000" in md and "`max_tokens: 20000`" in md
     for name in data["tight"]["arms"]:
         assert f"| {name} | 97 |" in md
     lines = tight_table(data) + tight_terminal(data)
@@ -134,4 +134,4 @@ def test_the_study_replays_the_scenario_and_writes_its_section_when_asked(tmp_pa
     data = json.loads(out.with_name("tight.md.json").read_text())["tight"]["arms"]
     assert set(data) == {"progressive", "preset_evidence"} and data["progressive"]["requests"] > 80
     assert all(t["invalid_views"] == 0 for t in data.values())
-    assert out.read_text().startswith("## Tight window (issue 29)")
+    assert out.read_text().startswith("## Tight window")
