@@ -18,6 +18,7 @@ from typing import Any
 from . import clear_at_least as cal
 from .budget import BudgetMixin, BudgetReading, effective_budget
 from .config import COMPACTION_STRATEGY_SUMMARY, DEFAULTS, check_token_budget, parse_clear_at_least
+from .decisions import Decisions, install
 from .estimate import CountCache, estimate_tokens, seq_of
 from .evidence import EvidenceMixin
 from .ingress import IngressClipper
@@ -42,6 +43,9 @@ logger = logging.getLogger("amplifier_module_context_simple")
 Message = dict[str, Any]
 _D = DEFAULTS
 # Every documented ``fault_stats`` key: present (0) from the start, so callers can index it.
+# A request starts again when the history is replaced while it awaits; this many times in a row is a
+# host replacing it from a hook on every request, which no view can follow.
+REQUEST_ATTEMPTS = 8
 FAULT_KEYS = (
     "hook_emit_failures",
     "provider_info_failures",
@@ -58,6 +62,7 @@ FAULT_KEYS = (
 )
 
 
+@install  # the decisions about the current history, under the names callers rely on (decisions.py)
 class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMixin, ToolResultMixin, SummaryMixin):
     """In-memory context manager with sticky, cache-friendly, non-destructive compaction."""
 
@@ -136,28 +141,11 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
     # ----- state resets ------------------------------------------------------------------------
 
     def _reset_compaction_state(self) -> None:
-        """Forget every decision about the current history (``set_messages`` and ``clear``)."""
-        self._removed_seqs: set[int] = set()
-        self._truncated_seqs: set[int] = set()
-        self._stubbed_seqs: set[int] = set()
-        self._ledger: tuple[int, str, int] | None = None  # (anchor seq, text, removed count): evidence.py
-        self._ledger_segments: tuple[tuple[int, str, int, int], ...] = ()  # kept segments: ledger_segments.py
-        self._sticky_level = 0
-        self._hoist_limit: int | None = None  # instructions stored from this _seq on stay in place
-        self._last_compaction_stats: dict[str, Any] | None = None
-        self._last_replayed_boundary: tuple[int, int] | None = None
-        self._clear_at_least_skips = 0
+        """Forget every decision about the current history (``set_messages``, ``clear``, ``restore_state``):
+        a new :class:`Decisions`, so a request still running on the old one starts again (decisions.py)."""
+        self._decisions = Decisions()
         self._clear_at_least_pending: dict[str, Any] | None = None
         self._clear_at_least_last_refused = False
-        self._anchor_seq: int | None = None
-        self._anchor_estimate: int | None = None
-        self._last_sent_estimate: int | None = None
-        self._last_hybrid_tokens: int | None = None
-        self._last_hybrid_kind: str | None = None
-        self._last_hybrid_anchored: int | None = None
-        self._provenance_refusals = 0
-        self._provenance_overrides = 0
-        self._anchor_floor_fires = 0
         self._derived.clear()
         self._view_cache.invalidate()
         self._repair_mirror.reset(None)
@@ -240,15 +228,34 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
 
     async def get_messages_for_request(self, token_budget: int | None = None, provider: Any = None) -> list[Message]:
         """The view to send now: the history, compacted only if it no longer fits the budget."""
-        budget = self._calculate_budget(check_token_budget(token_budget), provider)
+        check_token_budget(token_budget)
+        for _attempt in range(REQUEST_ATTEMPTS):
+            view = await self._request_view(token_budget, provider)
+            if view is not None:
+                return view
+        raise RuntimeError(
+            "context-simple: the history was replaced (set_messages, clear, restore_state or an in-place edit) "
+            f"while each of {REQUEST_ATTEMPTS} attempts to build a view awaited a hook or the system prompt factory"
+        )
+
+    async def _request_view(self, token_budget: int | None, provider: Any) -> list[Message] | None:
+        """One attempt at the view; None when the history was replaced while it awaited (a hook, the
+        prompt factory): it wrote nothing into the new history's decisions, and the caller starts again."""
+        started = self._decisions
+        budget = self._calculate_budget(token_budget, provider)
         await self._emit_budget_change()
         if self.compaction_strategy == COMPACTION_STRATEGY_SUMMARY and provider is not None:
             self._cached_provider = provider
         budget = effective_budget(budget, self.compaction_notice_token_reserve, self.compaction_notice_enabled)
-        working = await self._working_messages()
+        working = await self._working_list(started)
+        if working is None or self._decisions is not started:
+            return None
+        working = self._repaired(working)
         token_count, _source, _estimated, kind = self._measure_working_tokens(working, budget)
         if self._hooks is not None:
             await self._emit("context:token_meter", dict(self._last_token_meter_stats or {}))
+            if self._decisions is not started:
+                return None
         if self.compaction_strategy == COMPACTION_STRATEGY_SUMMARY:
             self._maybe_trigger_summary_compaction(token_count, budget)
         fire = self._should_compact(token_count, budget, kind)
@@ -266,19 +273,26 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
             compacted = await self._compact_ephemeral(budget, working)
         finally:
             self._escalation_allowed = True
+        if self._decisions is not started:
+            return None  # its decisions went to the replaced history's object, with its events
         self._view_cache.note_base(working, compacted)
         return self._finalize_view(self._append_tail(compacted, budget))
 
-    async def _working_messages(self) -> list[Message]:
-        """The system prompt (factory or stored) and the history, repaired for the provider."""
+    async def _working_list(self, started: Decisions) -> list[Message] | None:
+        """The system prompt (factory or stored) and the history, without a tool group still in flight;
+        None when the history was replaced while the factory ran."""
         prompt = await self._system_prompt() if self._system_prompt_factory is not None else None
+        if self._decisions is not started:
+            return None  # before the view cache counts this request as one reading its list
         self._ingress.limit = self.max_tool_result_bytes
         working = self._view_cache.working(self.messages, prompt, _kept_with_factory, self._ingress)
         for payload in self._ingress.take_pending():
             await self._emit("context:tool_result_ingress_truncated", payload)
         start = in_flight_start(working)
-        if start is not None:
-            working = working[:start]
+        return working if start is None else working[:start]
+
+    def _repaired(self, working: list[Message]) -> list[Message]:
+        """``working`` repaired for the provider (repair.py), noted for the view cache."""
         repaired, rewritten = self._repair(working)
         return self._view_cache.note_repair(repaired, rewritten)
 
@@ -302,7 +316,9 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
     def _repair(self, working: list[Message]) -> tuple[list[Message], bool]:
         """The view repaired for the provider, and whether an earlier repaired view changed other than
         by appends; only what was appended since the last settled point is read (repair_mirror.py)."""
-        repaired, report, rewritten = self._repair_mirror.repair(working, shared=self._view_cache.shared())
+        synthetic = self._synthetic_calls
+        repaired, report, rewritten = self._repair_mirror.repair(working, self._view_cache.shared(), synthetic)
+        synthetic.update(report.synthetic_calls)  # they stand in every later view (repair.py)
         if not report.broken:
             return repaired, rewritten  # unchanged, or only hook messages moved after their group: no fault
         self._fault_counts["repair_synthetic_results"] += report.synthetic_results
@@ -430,13 +446,14 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         if not (removed or truncated or stubbed):
             return list(non_system)
         working = []
-        dropping = False  # the last stored message was removed: its repair-made results go with it
+        dropping = False  # the last stored message was removed: the results that follow it go with it
         for message in non_system:
+            if dropping and message.get("role") == "tool":
+                continue  # repair-made, or stored after the ladder removed its call: never an orphan
             metadata = message.get("metadata")  # seq_of, inlined: this loop runs over the whole history
             seq = metadata.get("_seq") if type(metadata) is dict else None
             if seq is None:
-                if not (dropping and message.get("role") == "tool"):
-                    working.append(message)
+                working.append(message)
                 continue
             dropping = seq in removed
             if dropping:
@@ -494,7 +511,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         }
         if self.compaction_strategy == COMPACTION_STRATEGY_SUMMARY:
             stats["messages_absorbed_by_summary"] = self._summary_absorbed_count
-        if removed := removed_recent_results(self.messages, final, self.protected_tool_results):
+        if removed := removed_recent_results(self.messages, final, self.protected_tool_results, self._synthetic_calls):
             stats[RECENT_RESULTS_REMOVED_KEY] = removed  # the notice must not claim them
         if injections := self._injections_removed():
             stats[INJECTIONS_REMOVED_KEY] = injections  # nor "all system messages"

@@ -308,6 +308,7 @@ def test_every_manager_attribute_is_saved_or_excluded_for_a_reason() -> None:
     ctx._cached_provider = None
     known = set(DEFAULTS) | {f.attribute for f in FIELDS} | set(NOT_SAVED)
     assert sorted(set(vars(ctx)) - known) == []
+    assert sorted(set(vars(ctx._decisions)) - known) == []  # the decisions about the history (decisions.py)
     assert not {f.attribute for f in FIELDS} & set(NOT_SAVED)
 
 
