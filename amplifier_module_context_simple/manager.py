@@ -59,6 +59,7 @@ FAULT_KEYS = (
     "repair_duplicates_dropped",
     "evidence_failures",
     "recall_failures",
+    "restore_summaries_dropped",
 )
 
 
@@ -220,8 +221,16 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         return build_snapshot(self)
 
     def restore_state(self, state: Any) -> None:
-        """Adopt a snapshot after ``set_messages()`` of its history; else ValueError, nothing changed."""
-        apply_snapshot(self, validate_snapshot(state, self.messages))
+        """Adopt a snapshot after ``set_messages()`` of its history; else ValueError, nothing changed.
+        A pending summary is never adopted: dropped, logged and counted (the strategy asks again)."""
+        values = validate_snapshot(state, self.messages)
+        # Its text is the summarizer's: no check can tie it to the history (a ledger's lines are checked),
+        # and adopted it would be appended to the history and sent in every later view.
+        if values.pop("_pending_summary") is not None:
+            values["_summary_armed"] = True  # the summary it was armed for is gone
+            self._fault_counts["restore_summaries_dropped"] += 1
+            logger.warning("context-simple: restore_state dropped a pending summary (unverifiable text)")
+        apply_snapshot(self, values)
         self._measurement_stale = self._anchor_seq is None  # a reading with an anchor measured this history
 
     # ----- one request -------------------------------------------------------------------------

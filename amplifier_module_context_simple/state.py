@@ -22,6 +22,7 @@ from typing import Any
 
 from . import ledger
 from .estimate import SEQ_KEY, seq_of
+from .ladder import kept_whole
 from .repair import tool_call_ids
 from .replay import is_real_user_message
 from .token_meter import METER_KIND_ESTIMATED, METER_KIND_NONE, METER_KIND_USAGE
@@ -503,6 +504,8 @@ def _check_decisions(values: dict[str, Any], history: Sequence[dict[str, Any]]) 
     for position in sorted(values["_stubbed_seqs"]):
         if not is_real_user_message(history[position]):
             raise _refuse(f"sticky.stubbed_seqs holds {position}, not a user's own message: only those are stubbed")
+        if kept_whole(history[position]):
+            raise _refuse(f"sticky.stubbed_seqs holds {position}, a message with an image or other non-text block")
     users = [i for i, m in enumerate(history) if is_real_user_message(m)]
     kept = {users[0], users[-1]} if users else set()
     pending = values["_pending_summary"]
