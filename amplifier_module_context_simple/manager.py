@@ -8,7 +8,6 @@ clear_at_least, notice, summary); this class keeps the state and reads top to bo
 
 from __future__ import annotations
 
-import copy
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -37,6 +36,7 @@ from .tool_pairs import in_flight_start, is_hook_injection
 from .tool_results import ToolResultMixin
 from .validation import validate_message
 from .view_cache import ViewCache
+from .wire_copy import Guard, history_list, stored_copy
 
 logger = logging.getLogger("amplifier_module_context_simple")
 
@@ -115,7 +115,8 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         if self.max_messages is not None:
             logger.info("context-simple: max_messages is accepted and ignored (token budgets govern views)")
         self._hooks = hooks
-        self.messages: list[Message] = []
+        self._store_guard = Guard([])  # stored messages report in-place edits to it (wire_copy.py)
+        self.messages: list[Message] = history_list((), self._store_guard)
         self._next_seq = 0
         self._system_prompt_factory: Callable[[], Awaitable[str]] | None = None
         self._last_good_system_prompt: str | None = None
@@ -160,18 +161,18 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
     async def add_message(self, message: Message) -> None:
         """Store a copy of ``message`` stamped with a timestamp (if absent) and a permanent ``_seq``."""
         validate_message(message)
-        stored = copy.deepcopy(message)
-        metadata = dict(stored.get("metadata") or {})
+        metadata = dict(message.get("metadata") or {})
         if "timestamp" not in metadata:
             metadata["timestamp"] = datetime.now(UTC).isoformat(timespec="milliseconds")
         metadata["_seq"] = self._next_seq
-        stored["metadata"] = metadata
+        stored = stored_copy({**message, "metadata": metadata}, self._store_guard)
         self._next_seq += 1
         self.messages.append(stored)
         self._harvest_tool_names()
 
     async def get_messages(self) -> list[Message]:
-        """The full stored history (with ``_seq`` and timestamps), never compacted."""
+        """The full stored history (with ``_seq`` and timestamps), never compacted. Its messages are the
+        stored ones: an in-place edit (a redaction) makes the next request rebuild its view from them."""
         return list(self.messages)
 
     async def set_messages(self, messages: list[Message]) -> None:
@@ -180,12 +181,15 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
             raise TypeError(f"context-simple: set_messages expects a list, got {type(messages).__name__}")
         for index, message in enumerate(messages):
             validate_message(message, where=f"message {index}")
-        stored = []
-        for seq, message in enumerate(copy.deepcopy(messages)):
-            message["metadata"] = {**(message.get("metadata") or {}), "_seq": seq}
-            stored.append(message)
-        self.messages = stored
-        self._next_seq = len(stored)
+        self._store_guard = guard = Guard([])  # a message of the replaced history reports elsewhere
+        self.messages = history_list(
+            (
+                stored_copy({**m, "metadata": {**(m.get("metadata") or {}), "_seq": seq}}, guard)
+                for seq, m in enumerate(messages)
+            ),
+            guard,
+        )
+        self._next_seq = len(self.messages)
         self._reset_tool_names()
         self._harvest_tool_names()
         self._reset_compaction_state()
@@ -193,7 +197,8 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
 
     async def clear(self) -> None:
         """Empty the history and reset every piece of state (spill files are never deleted)."""
-        self.messages = []
+        self._store_guard = Guard([])
+        self.messages = history_list((), self._store_guard)
         self._next_seq = 0
         self._reset_tool_names()
         self._spilled_paths = set()
@@ -218,6 +223,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
 
     def snapshot_state(self) -> dict[str, Any]:
         """A versioned, JSON-safe dict of every decision that shapes future views, tied to this history."""
+        self._adopt_edits()  # the decisions the next request would hold
         return build_snapshot(self)
 
     def restore_state(self, state: Any) -> None:
@@ -239,6 +245,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         """The view to send now: the history, compacted only if it no longer fits the budget."""
         check_token_budget(token_budget)
         for _attempt in range(REQUEST_ATTEMPTS):
+            self._adopt_edits()
             view = await self._request_view(token_budget, provider)
             if view is not None:
                 return view
@@ -246,6 +253,23 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
             "context-simple: the history was replaced (set_messages, clear, restore_state or an in-place edit) "
             f"while each of {REQUEST_ATTEMPTS} attempts to build a view awaited a hook or the system prompt factory"
         )
+
+    def _adopt_edits(self) -> None:
+        """After an in-place edit of the stored history (a redaction through ``get_messages()``), forget
+        every decision and cached copy, as ``set_messages`` of the edited history would (``_seq`` kept):
+        the next view is built from what is stored now, and nothing of the old text remains in it."""
+        if not self._store_guard.edited:
+            return
+        self._store_guard.edited = False
+        logger.info("context-simple: a stored message was edited in place; views are rebuilt from the history")
+        self._reset_tool_names()
+        self._harvest_tool_names()
+        self._reset_compaction_state()
+        self._measurement_stale = True  # the reading measured the history before the edit
+
+    def _replaced(self, started: Decisions) -> bool:
+        """The history was replaced (or edited in place) since a request started on ``started``."""
+        return self._decisions is not started or self._store_guard.edited
 
     async def _request_view(self, token_budget: int | None, provider: Any) -> list[Message] | None:
         """One attempt at the view; None when the history was replaced while it awaited (a hook, the
@@ -257,13 +281,13 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
             self._cached_provider = provider
         budget = effective_budget(budget, self.compaction_notice_token_reserve, self.compaction_notice_enabled)
         working = await self._working_list(started)
-        if working is None or self._decisions is not started:
+        if working is None or self._replaced(started):
             return None
         working = self._repaired(working)
         token_count, _source, _estimated, kind = self._measure_working_tokens(working, budget)
         if self._hooks is not None:
             await self._emit("context:token_meter", dict(self._last_token_meter_stats or {}))
-            if self._decisions is not started:
+            if self._replaced(started):
                 return None
         if self.compaction_strategy == COMPACTION_STRATEGY_SUMMARY:
             self._maybe_trigger_summary_compaction(token_count, budget)
@@ -282,7 +306,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
             compacted = await self._compact_ephemeral(budget, working)
         finally:
             self._escalation_allowed = True
-        if self._decisions is not started:
+        if self._replaced(started):
             return None  # its decisions went to the replaced history's object, with its events
         self._view_cache.note_base(working, compacted)
         return self._finalize_view(self._append_tail(compacted, budget))
@@ -291,7 +315,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         """The system prompt (factory or stored) and the history, without a tool group still in flight;
         None when the history was replaced while the factory ran."""
         prompt = await self._system_prompt() if self._system_prompt_factory is not None else None
-        if self._decisions is not started:
+        if self._replaced(started):
             return None  # before the view cache counts this request as one reading its list
         self._ingress.limit = self.max_tool_result_bytes
         working = self._view_cache.working(self.messages, prompt, _kept_with_factory, self._ingress)
@@ -460,7 +484,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
             if dropping and message.get("role") == "tool":
                 continue  # repair-made, or stored after the ladder removed its call: never an orphan
             metadata = message.get("metadata")  # seq_of, inlined: this loop runs over the whole history
-            seq = metadata.get("_seq") if type(metadata) is dict else None
+            seq = metadata.get("_seq") if isinstance(metadata, dict) else None
             if seq is None:
                 working.append(message)
                 continue

@@ -90,6 +90,7 @@ GROUPS: tuple[str, ...] = tuple(dict.fromkeys(field.group for field in FIELDS))
 # Manager attributes deliberately NOT in a snapshot, and why (tests check every attribute is classified).
 NOT_SAVED: dict[str, str] = {
     "_decisions": "holds the decisions classified here (decisions.py); replaced with the history",
+    "_store_guard": "flags an in-place edit of the stored history (wire_copy.py); a new history starts unedited",
     "_hooks": "the host's hook registry",
     "_repair_mirror": "cache (the repaired working list and its settled point, rebuilt on demand)",
     "_recall_mounted": "set by mount() when it mounts context_recall; a resumed session mounts it again",

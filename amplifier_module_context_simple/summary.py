@@ -38,6 +38,7 @@ from .summary_span import (
     summary_content,
 )
 from .tool_pairs import has_tool_calls, in_flight_start
+from .wire_copy import stored_copy
 
 logger = logging.getLogger("amplifier_module_context_simple")
 
@@ -336,7 +337,7 @@ class SummaryMixin:
         seq = self._next_seq
         timestamp = datetime.now(UTC).isoformat(timespec="milliseconds")
         metadata = {"timestamp": timestamp, "type": _SUMMARY_METADATA_TYPE, "_seq": seq}
-        return {"role": "user", "content": summary_content(text), "metadata": metadata}
+        return stored_copy({"role": "user", "content": summary_content(text), "metadata": metadata}, self._store_guard)
 
     async def _swap_in_pending_summary(self, non_system: list[Message]) -> tuple[list[Message], bool]:
         """Absorb the pending summary's span (sticky removals) and append the summary at the tail."""

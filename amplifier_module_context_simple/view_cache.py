@@ -75,41 +75,44 @@ class _KeyReader:
     decisions, decisions.py) are re-read when their attributes change."""
 
     def __init__(self) -> None:
-        self._names: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+        self._names: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())  # of the manager, of its decisions
         self._attributes = (-1, -1)
 
     def __call__(self, manager: Any) -> Key:
-        decisions = manager._decisions
-        owners = (vars(manager), vars(decisions))
-        sizes = (len(owners[0]), len(owners[1]))
+        mine, decided = vars(manager), vars(manager._decisions)  # the decisions' fields read directly
+        sizes = (len(mine), len(decided))
         if sizes != self._attributes:
             self._attributes = sizes
-            self._names = tuple(tuple(k for k in owner if k.endswith("_seqs")) for owner in owners)  # type: ignore[assignment]
+            self._names = (_named_seqs(mine), _named_seqs(decided))
         sets = tuple(
             s
-            for owner, names in zip(owners, self._names, strict=True)
+            for owner, names in zip((mine, decided), self._names, strict=True)
             for k in names
             if isinstance(s := owner.get(k), set | frozenset | dict)
         )
         config = _CONFIG(manager)
         objects = (
-            decisions,  # replaced with the history (set_messages, clear, restore_state)
-            *(getattr(manager, name, None) for name in _STICKY),
+            manager._decisions,  # replaced with the history (set_messages, clear, restore_state)
+            *map(decided.get, _STICKY),
             manager.messages,
             manager._counts(),
-            manager._last_compaction_stats,
-            manager._pending_summary,
+            decided["_last_compaction_stats"],
+            decided["_pending_summary"],
             manager._system_prompt_factory,
             *sets,
         )
         values = (
-            manager._sticky_level,
-            manager._summary_absorbed_count,
+            decided["_sticky_level"],
+            decided["_summary_absorbed_count"],
             tuple(len(s) for s in sets),
             config,
             tuple(repr(v) for v in config if type(v) in _MUTABLE),  # an in-place edit of a dict or list knob
         )
         return Key(objects, values, sets)
+
+
+def _named_seqs(attributes: dict[str, Any]) -> tuple[str, ...]:
+    return tuple(k for k in attributes if k.endswith("_seqs"))
 
 
 @dataclass

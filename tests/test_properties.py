@@ -531,6 +531,8 @@ class Session:
         """A new manager given the history and ``snapshot_state()`` sends the same next view, byte for byte."""
         if self.ctx._summarization_task is not None:
             return  # a summary in flight is not part of the snapshot's promise
+        if self.ctx._pending_summary is not None:
+            return  # nor a finished one awaiting its swap-in: restore_state never adopts it (unverifiable text)
         twin = SimpleContextManager(hooks=Hooks(), **self.options)
         if self.ctx._system_prompt_factory is not None:
             await twin.set_system_prompt_factory(self.ctx._system_prompt_factory)
