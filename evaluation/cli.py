@@ -223,27 +223,16 @@ def check_module_config(option: str, config: Any) -> None:
     The module itself runs odd values with a warning (a drop-in accepts what the original accepts);
     a sweep that measured such a configuration would report numbers nobody meant to ask for.
     """
-    import logging
-
-    from amplifier_module_context_simple.config import parse_config
+    from amplifier_module_context_simple.config import collected_warnings, parse_config
 
     if not isinstance(config, dict):
         raise UsageError(f"{option}: expected a JSON object of module keys, got {json.dumps(config)[:40]}")
-    seen: list[str] = []
-
-    class _Collect(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            seen.append(record.getMessage().removeprefix("context-simple: "))
-
-    logger = logging.getLogger("amplifier_module_context_simple")
-    handler = _Collect(logging.WARNING)
-    logger.addHandler(handler)
-    try:
-        parse_config(config)
-    except ValueError as exc:
-        seen.append(str(exc).removeprefix("context-simple: "))
-    finally:
-        logger.removeHandler(handler)
+    with collected_warnings() as warned:  # every warning, even one this process said before
+        try:
+            parse_config(config)
+        except ValueError as exc:
+            warned.append(str(exc))
+    seen = [text.removeprefix("context-simple: ") for text in warned]
     if seen:
         raise UsageError(f"{option}: {seen[0]}")
 
