@@ -11,7 +11,7 @@ tool group as one unit.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -285,6 +285,38 @@ class _Run:
                 doomed.add(index)
                 self.total -= self.ops.count(message)
         self._drop(doomed)
+
+
+def apply_decisions(
+    non_system: list[Message],
+    removed: Container[int],
+    truncated: Container[int],
+    stubbed: Container[int],
+    truncate: Callable[[Message], Message],
+    stub: Callable[[Message], Message],
+) -> list[Message]:
+    """``non_system`` with the recorded decisions replayed: removed messages left out, with the tool
+    results that follow them (repair-made, or stored after the ladder removed their call: never an
+    orphan), truncated and stubbed ones rewritten by ``truncate`` and ``stub``."""
+    working = []
+    dropping = False  # the last stored message was removed: the results that follow it go with it
+    for message in non_system:
+        if dropping and message.get("role") == "tool":
+            continue
+        metadata = message.get("metadata")  # seq_of, inlined: this loop runs over the whole history
+        seq = metadata.get("_seq") if isinstance(metadata, dict) else None
+        if seq is None:
+            working.append(message)
+            continue
+        dropping = seq in removed
+        if dropping:
+            continue
+        if seq in truncated:
+            message = truncate(message)
+        elif seq in stubbed:
+            message = stub(message)
+        working.append(message)
+    return working
 
 
 def plan_compaction(

@@ -15,14 +15,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from . import clear_at_least as cal
-from .budget import BudgetMixin, BudgetReading, effective_budget
+from .budget import BudgetMixin, BudgetReading, effective_budget, warn_over_budget
 from .config import COMPACTION_STRATEGY_SUMMARY, DEFAULTS, check_token_budget, parse_clear_at_least
 from .decisions import Decisions, install
 from .estimate import CountCache, estimate_tokens, seq_of
 from .evidence import EvidenceMixin
 from .ingress import IngressClipper
 from .instructions import hoist_all, is_injected_instruction, split_instructions
-from .ladder import LadderOps, last_results
+from .ladder import LadderOps, apply_decisions, last_results
 from .live_options import LiveOptions
 from .notice import INJECTIONS_REMOVED_KEY, RECENT_RESULTS_REMOVED_KEY, notice_message, removed_recent_results
 from .presets import apply_preset
@@ -479,29 +479,13 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         return message if seq_of(message) is None else self._truncate_tool_result(message)
 
     def _apply_sticky_decisions(self, non_system: list[Message]) -> list[Message]:
-        """Replay every recorded decision, with the same bytes as when it was made."""
+        """Replay every recorded decision, with the same bytes as when it was made (ladder.py)."""
         removed, truncated, stubbed = self._removed_seqs, self._truncated_seqs, self._stubbed_seqs
         if not (removed or truncated or stubbed):
             return list(non_system)
-        working = []
-        dropping = False  # the last stored message was removed: the results that follow it go with it
-        for message in non_system:
-            if dropping and message.get("role") == "tool":
-                continue  # repair-made, or stored after the ladder removed its call: never an orphan
-            metadata = message.get("metadata")  # seq_of, inlined: this loop runs over the whole history
-            seq = metadata.get("_seq") if isinstance(metadata, dict) else None
-            if seq is None:
-                working.append(message)
-                continue
-            dropping = seq in removed
-            if dropping:
-                continue
-            if seq in truncated:
-                message = self._truncate_tool_result(message)
-            elif seq in stubbed:
-                message = self._stub_user_message(message)
-            working.append(message)
-        return working
+        return apply_decisions(
+            non_system, removed, truncated, stubbed, self._truncate_tool_result, self._stub_user_message
+        )
 
     def _sticky_snapshot(self) -> tuple[frozenset[int], frozenset[int], frozenset[int]]:
         return frozenset(self._removed_seqs), frozenset(self._truncated_seqs), frozenset(self._stubbed_seqs)
@@ -571,25 +555,8 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         return sum(1 for m in self.messages if is_injected_instruction(m) and seq_of(m) in removed) if removed else 0
 
     def _warn_over_budget(self, level: int, final_tokens: int, budget: int, system_tokens: int, target: int) -> None:
-        if system_tokens > budget:
-            cause = f"the system prompt ALONE is {system_tokens:,} tokens, an un-reducible floor"
-        else:
-            cause = (
-                "what no level may reduce does not fit: the protected floor (system messages, first and last "
-                f"user message, protected_recent={self.protected_recent:.0%}, "
-                f"protected_tool_results={self.protected_tool_results}), tool groups reaching into it, and "
-                "content no level rewrites (results of exempt tools, non-text results)"
-            )
-        logger.warning(
-            "context-simple: Compaction finished OVER BUDGET at level %d: %s tokens against a budget of %s "
-            "(%.0f%% of budget, target %s); %s",
-            level,
-            f"{final_tokens:,}",
-            f"{budget:,}",
-            100 * final_tokens / budget if budget > 0 else 0.0,
-            f"{target:,}",
-            cause,
-        )
+        knobs = (self.protected_recent, self.protected_tool_results)
+        warn_over_budget(level, final_tokens, budget, system_tokens, target, *knobs)
 
     # ----- clear-at-least ----------------------------------------------------------------------
 
