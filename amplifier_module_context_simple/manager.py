@@ -262,7 +262,8 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         the next view is built from what is stored now, and nothing of the old text remains in it."""
         if not self._store_guard.edited:
             return
-        self._store_guard.edited = False
+        self._store_guard.edited = False  # the next edit reports again
+        self._store_guard.sink.clear()
         logger.info("context-simple: a stored message was edited in place; views are rebuilt from the history")
         self._reset_tool_names()
         self._harvest_tool_names()
