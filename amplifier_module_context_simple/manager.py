@@ -43,10 +43,10 @@ logger = logging.getLogger("amplifier_module_context_simple")
 
 Message = dict[str, Any]
 _D = DEFAULTS
-# Every documented ``fault_stats`` key: present (0) from the start, so callers can index it.
 # A request starts again when the history is replaced while it awaits; this many times in a row is a
 # host replacing it from a hook on every request, which no view can follow.
 REQUEST_ATTEMPTS = 8
+# Every documented ``fault_stats`` key: present (0) from the start, so callers can index it.
 FAULT_KEYS = (
     "hook_emit_failures",
     "provider_info_failures",
