@@ -125,10 +125,10 @@ def queries(messages: list[dict], token: str) -> dict[str, str]:
 
 async def probe(ctx: Any, missed: Iterable[str]) -> dict[str, list[int]]:
     """{kind: [queries asked, tokens found]} for the missed tokens, asked of this module's recall tool
-    over its stored history; other engines (no stored history or no spill sources) are not asked."""
+    over its stored history; other engines (no stored history or no recall text cache) are not asked."""
     messages = getattr(ctx, "messages", None)
     missed = list(missed)
-    if not missed or not isinstance(messages, list) or not hasattr(ctx, "_spill_sources"):
+    if not missed or not isinstance(messages, list) or not hasattr(ctx, "_recall_texts"):
         return {}
     from amplifier_module_context_simple.recall import RecallTool
 
