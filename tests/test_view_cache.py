@@ -532,3 +532,21 @@ async def test_replacing_a_stored_message_in_the_history_list_reaches_the_next_v
     assert SECRET not in json.dumps(await ctx.get_messages_for_request())
     await ctx.add_message(user("and after the redaction?"))
     assert SECRET not in json.dumps(await ctx.get_messages_for_request())
+
+
+def test_no_module_tells_a_stored_message_from_a_dict_by_its_exact_type() -> None:
+    """Stored messages, their blocks and metadata are dict and list subclasses (they report in-place
+    edits): ``type(x) is dict`` would take them for something else (recall found nothing that way)."""
+    import re
+    from pathlib import Path
+
+    import amplifier_module_context_simple as package
+
+    exact = re.compile(r"type\([^)]*\) is (not )?(dict|list)\b")
+    found = [
+        f"{path.name}:{number}"
+        for path in Path(package.__file__).parent.glob("*.py")
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if exact.search(line)
+    ]
+    assert found == [], f"test with isinstance: {found}"
