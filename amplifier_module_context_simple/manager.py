@@ -8,7 +8,6 @@ clear_at_least, notice, summary); this class keeps the state and reads top to bo
 
 from __future__ import annotations
 
-import copy
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -34,7 +33,7 @@ from .token_counter import resolve_counter
 from .token_meter import TokenMeterMixin
 from .tool_pairs import in_flight_start, is_hook_injection
 from .tool_results import ToolResultMixin
-from .validation import validate_message
+from .validation import stored_copy, warn_unknown_blocks
 from .view_cache import ViewCache
 
 logger = logging.getLogger("amplifier_module_context_simple")
@@ -117,6 +116,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         self._spilled_paths: set[str] = set()
         self._fault_counts: Counter[str] = Counter()
         self._reported_repairs: set[tuple[str, int, int, int]] = set()
+        self._warned_block_types: set[str] = set()  # content block types already warned about (validation.py)
         self._counts_key: Any = None
         self._count_cache: CountCache | None = None
         self._derived: dict[tuple[int, str], tuple[Message, Any, Message]] = {}
@@ -170,8 +170,8 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
 
     async def add_message(self, message: Message) -> None:
         """Store a copy of ``message`` stamped with a timestamp (if absent) and a permanent ``_seq``."""
-        validate_message(message)
-        stored = copy.deepcopy(message)
+        stored = stored_copy(message)
+        warn_unknown_blocks([stored], self._warned_block_types)
         metadata = dict(stored.get("metadata") or {})
         if "timestamp" not in metadata:
             metadata["timestamp"] = datetime.now(UTC).isoformat(timespec="milliseconds")
@@ -189,12 +189,10 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         """Replace the history (session resume): re-stamp ``_seq`` 0..N-1 and forget all decisions."""
         if not isinstance(messages, list):
             raise TypeError(f"context-simple: set_messages expects a list, got {type(messages).__name__}")
-        for index, message in enumerate(messages):
-            validate_message(message, where=f"message {index}")
-        stored = []
-        for seq, message in enumerate(copy.deepcopy(messages)):
+        stored = [stored_copy(message, where=f"message {index}") for index, message in enumerate(messages)]
+        warn_unknown_blocks(stored, self._warned_block_types)
+        for seq, message in enumerate(stored):
             message["metadata"] = {**(message.get("metadata") or {}), "_seq": seq}
-            stored.append(message)
         self.messages = stored
         self._next_seq = len(stored)
         self._reset_tool_names()

@@ -12,6 +12,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from .calls import call_name, message_calls, stored_arguments
 from .estimate import seq_of
 from .replay import is_real_user_message
 from .tool_pairs import tool_groups
@@ -144,19 +145,16 @@ def content_text(content: Any) -> str:
 
 
 def _call_line(call: Any) -> str:
+    """``  [tool_call: name(args)]`` as the original writes it: stored string arguments as they are,
+    others as compact JSON (the name and arguments read by calls.py, whatever the shape)."""
     if not isinstance(call, dict):
         return f"  [tool_call: {call!r}]"
-    function = call.get("function")
-    if isinstance(function, dict):
-        name, args = function.get("name"), function.get("arguments")
-    else:
-        name = call.get("name") or call.get("tool")
-        args = call.get("input") if "input" in call else call.get("arguments")
+    args = stored_arguments(call)
     if not isinstance(args, str):
         args = json.dumps(args, separators=(",", ":"), default=str)
     if len(args) > _TOOL_ARGS_MAX_CHARS:
         args = args[:_TOOL_ARGS_MAX_CHARS] + "..."
-    return f"  [tool_call: {name}({args})]"
+    return f"  [tool_call: {call_name(call) or None}({args})]"
 
 
 def format_messages_for_summarization(messages: list[Message]) -> str:
@@ -168,9 +166,7 @@ def format_messages_for_summarization(messages: list[Message]) -> str:
             line = f"[tool_result for {message.get('tool_call_id')}]: {text}"
         else:
             line = f"[{message.get('role')}]: {text}"
-        calls = message.get("tool_calls")
-        if isinstance(calls, list):
-            line += "".join("\n" + _call_line(call) for call in calls)
+        line += "".join("\n" + _call_line(call) for call in message_calls(message))
         parts.append(line)
     return "\n\n".join(parts)
 
