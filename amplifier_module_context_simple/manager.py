@@ -26,7 +26,7 @@ from .live_options import LiveOptions
 from .notice import INJECTIONS_REMOVED_KEY, RECENT_RESULTS_REMOVED_KEY, notice_message, removed_recent_results
 from .presets import apply_preset
 from .repair_mirror import RepairMirror
-from .replay import build_replay, is_real_user_message
+from .replay import build_replay, is_real_user_message, turn_prompt_seq
 from .state import apply_snapshot, build_snapshot, validate_snapshot
 from .summary import SummaryMixin
 from .token_counter import resolve_counter
@@ -416,6 +416,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
             truncate=self._truncate_stored,
             stub=self._stub_user_message,
             is_real_user=is_real_user_message,
+            turn_start=turn_prompt_seq(self.messages),
         )
 
     def _truncate_stored(self, message: Message) -> Message:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .estimate import seq_of
 from .tool_pairs import is_hook_injection
 
 REPLAY_ENVELOPE_SOURCE = "context-replay"
@@ -30,6 +31,47 @@ def is_real_user_message(entry: Any) -> bool:
     if is_hook_injection(entry):
         return False  # a hook's inject_context: amplifier-core stores its text as given, often unwrapped
     return not opens_with_reminder(entry.get("content"))
+
+
+def turn_prompt_index(
+    messages: list[dict[str, Any]], is_real_user: Callable[[Any], bool] = is_real_user_message
+) -> int | None:
+    """Index of the current turn's prompt: the last real user message that does not follow a tool result.
+
+    loop-streaming's ``session.steer(text)`` stores a plain user message in the middle of a turn, right
+    after the previous tool round's results, so the turn's prompt is no longer the last user message. A
+    user message whose nearest earlier message (instructions and hook injections aside) is a tool result
+    is such a steering message; the prompt is the latest one that is not. Without steering it is the last
+    real user message. Reads back from the end to the prompt only.
+    """
+    oldest = None
+    for index in range(len(messages) - 1, -1, -1):
+        if not is_real_user(messages[index]):
+            continue
+        oldest = index
+        if not _follows_tool_result(messages, index, is_real_user):
+            return index
+    return oldest
+
+
+def turn_prompt_seq(stored: list[dict[str, Any]]) -> int | None:
+    """The ``_seq`` of the current turn's prompt in the stored history (read there: a view whose tool
+    results were removed no longer shows that a steering message followed one)."""
+    index = turn_prompt_index(stored)
+    return None if index is None else seq_of(stored[index])
+
+
+def _follows_tool_result(messages: list[dict[str, Any]], index: int, is_real_user: Callable[[Any], bool]) -> bool:
+    for earlier in range(index - 1, -1, -1):
+        message = messages[earlier]
+        role = message.get("role")
+        if is_hook_injection(message):
+            continue
+        if role == "tool":
+            return True
+        if role == "assistant" or is_real_user(message):
+            return False  # instructions, hook injections and envelopes do not end a tool round
+    return False
 
 
 def opens_with_reminder(content: Any) -> bool:

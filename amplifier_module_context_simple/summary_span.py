@@ -64,18 +64,22 @@ def live_messages(messages: list[Message], removed: set[int]) -> list[Message]:
     return [m for m in messages if m.get("role") != "system" and seq_of(m) not in removed and not is_summary_message(m)]
 
 
-def protected_bounds(live: list[Message], protected_recent: float) -> tuple[int, int]:
+def protected_bounds(live: list[Message], protected_recent: float, turn_start: int | None = None) -> tuple[int, int]:
     """(start, protected_boundary): the span lives in ``live[start:protected_boundary]``.
 
-    The first real user message (the task) is kept, so the span starts after it; the last real
-    user message and everything from the ``protected_recent`` tail on are kept too. Envelopes
-    (summary, replay, notice) never count as the user's words.
+    The first real user message (the task) is kept, so the span starts after it; the current turn's
+    prompt (the last real user message, or the one before the steering messages stored mid-turn:
+    :func:`replay.turn_prompt_index`), what follows it and everything from the ``protected_recent``
+    tail on are kept too. Envelopes (summary, replay, notice) never count as the user's words.
     """
     users = [i for i, m in enumerate(live) if is_real_user_message(m)]
     start = users[0] + 1 if users else 0
     boundary = int(len(live) * (1 - protected_recent))
-    if users and users[-1] >= start:
-        boundary = min(boundary, users[-1])
+    # ``turn_start``: the prompt's _seq, read in the stored history (replay.turn_prompt_seq).
+    turn = [i for i in users if turn_start is not None and (seq_of(live[i]) or 0) >= turn_start]
+    prompt = turn[0] if turn else (users[-1] if users else None)
+    if prompt is not None and prompt >= start:
+        boundary = min(boundary, prompt)
     return start, boundary
 
 
