@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .calls import message_calls
 from .estimate import seq_of
 from .tool_pairs import is_hook_injection
 
@@ -36,22 +37,26 @@ def is_real_user_message(entry: Any) -> bool:
 def turn_prompt_index(
     messages: list[dict[str, Any]], is_real_user: Callable[[Any], bool] = is_real_user_message
 ) -> int | None:
-    """Index of the current turn's prompt: the last real user message that does not follow a tool result.
+    """Index of the current turn's prompt: the first real user message after the last final answer.
 
-    loop-streaming's ``session.steer(text)`` stores a plain user message in the middle of a turn, right
-    after the previous tool round's results, so the turn's prompt is no longer the last user message. A
-    user message whose nearest earlier message (instructions and hook injections aside) is a tool result
-    is such a steering message; the prompt is the latest one that is not. Without steering it is the last
-    real user message. Reads back from the end to the prompt only.
+    A turn starts with the user's prompt and ends with an assistant message that calls no tool (the
+    orchestrators' loops stop there; loop-streaming also stores a closing one when a turn is cancelled).
+    loop-streaming's ``session.steer(text)`` stores a plain user message in the middle of a turn, after a
+    tool round's results, so the turn's prompt is no longer the last user message; the user messages after
+    the prompt are its steering messages. Without steering the prompt is the last real user message; with
+    no user message since the last answer, it is the last real user message too. Reads back from the end
+    to the last answer only.
     """
-    oldest = None
+    first_after_answer = None
     for index in range(len(messages) - 1, -1, -1):
-        if not is_real_user(messages[index]):
-            continue
-        oldest = index
-        if not _follows_tool_result(messages, index, is_real_user):
-            return index
-    return oldest
+        message = messages[index]
+        if is_real_user(message):
+            first_after_answer = index
+        elif _final_answer(message):
+            break
+    if first_after_answer is not None:
+        return first_after_answer
+    return next((i for i in range(len(messages) - 1, -1, -1) if is_real_user(messages[i])), None)
 
 
 def turn_prompt_seq(stored: list[dict[str, Any]]) -> int | None:
@@ -61,17 +66,9 @@ def turn_prompt_seq(stored: list[dict[str, Any]]) -> int | None:
     return None if index is None else seq_of(stored[index])
 
 
-def _follows_tool_result(messages: list[dict[str, Any]], index: int, is_real_user: Callable[[Any], bool]) -> bool:
-    for earlier in range(index - 1, -1, -1):
-        message = messages[earlier]
-        role = message.get("role")
-        if is_hook_injection(message):
-            continue
-        if role == "tool":
-            return True
-        if role == "assistant" or is_real_user(message):
-            return False  # instructions, hook injections and envelopes do not end a tool round
-    return False
+def _final_answer(message: dict[str, Any]) -> bool:
+    """An assistant message that calls no tool (a hook's injection of that role is not an answer)."""
+    return message.get("role") == "assistant" and not message_calls(message) and not is_hook_injection(message)
 
 
 def opens_with_reminder(content: Any) -> bool:
