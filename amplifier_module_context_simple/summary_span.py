@@ -77,9 +77,9 @@ def protected_bounds(live: list[Message], protected_recent: float, turn_start: i
     boundary = int(len(live) * (1 - protected_recent))
     # ``turn_start``: the prompt's _seq, read in the stored history (replay.turn_prompt_seq).
     turn = [i for i in users if turn_start is not None and (seq_of(live[i]) or 0) >= turn_start]
-    prompt = turn[0] if turn else (users[-1] if users else None)
-    if prompt is not None and prompt >= start:
-        boundary = min(boundary, prompt)
+    kept = [i for i in turn or users[-1:] if i >= start]  # the span starts after the first user message
+    if kept:
+        boundary = min(boundary, kept[0])
     return start, boundary
 
 

@@ -110,3 +110,13 @@ def test_a_summary_never_absorbs_the_turns_prompt_under_steering() -> None:
     live = live_messages(stored, removed)
     start, boundary = protected_bounds(live, 0.0, turn_prompt_seq(stored))
     assert live[boundary]["content"] == PROMPT and start <= boundary
+
+
+def test_a_summary_never_absorbs_the_steering_messages_when_the_first_user_message_is_the_prompt() -> None:
+    """The span starts after the first user message; when that message is the turn's prompt, the span must
+    still end before the steering messages that follow it (found by the summary property test)."""
+    stored = [{**m, "metadata": {"_seq": seq}} for seq, m in enumerate(steered_turn()[3:])]  # no earlier turn
+    live = live_messages(stored, set())
+    start, boundary = protected_bounds(live, 0.0, turn_prompt_seq(stored))
+    steer = next(i for i, m in enumerate(live) if m["content"] == STEER)
+    assert live[start - 1]["content"] == PROMPT and start <= boundary <= steer
