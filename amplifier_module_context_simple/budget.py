@@ -6,6 +6,7 @@ import logging
 from typing import Any, NamedTuple
 
 from .config import DefaultTokens
+from .version import __version__
 
 logger = logging.getLogger("amplifier_module_context_simple")
 
@@ -39,7 +40,8 @@ class BudgetReading(NamedTuple):
     effective_budget: int
 
     def payload(self) -> dict[str, Any]:
-        return self._asdict()
+        # module_version: which copy of the module runs (the original shares its name; version.py)
+        return {**self._asdict(), "module_version": __version__}
 
 
 def _window(window: Any, max_output: Any, reserve_fraction: float) -> Window:

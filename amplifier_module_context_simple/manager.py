@@ -25,6 +25,7 @@ from .ladder import LadderOps, last_results
 from .live_options import LiveOptions
 from .notice import INJECTIONS_REMOVED_KEY, RECENT_RESULTS_REMOVED_KEY, notice_message, removed_recent_results
 from .presets import apply_preset
+from .repair import describe_repair
 from .repair_mirror import RepairMirror
 from .replay import build_replay, is_real_user_message, turn_prompt_seq
 from .state import apply_snapshot, build_snapshot, validate_snapshot
@@ -102,6 +103,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         user_words_share: float = _D["user_words_share"],
         evidence_ledger_segments: bool = _D["evidence_ledger_segments"],
         recall_tool: bool = _D["recall_tool"],
+        auto_compact: bool = _D["auto_compact"],
     ) -> None:
         options = {k: v for k, v in locals().items() if k not in ("self", "hooks", "__class__")}
         self._apply_options(options)  # validated together; later assignments are validated one by one
@@ -310,7 +312,10 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         key = ("repair", report.synthetic_results, report.orphans_dropped, report.duplicates_dropped)
         if key not in self._reported_repairs:
             self._reported_repairs.add(key)
-            logger.warning("context-simple: repaired a broken tool-call history in the view (%s)", report)
+            logger.warning(
+                "context-simple: repaired a broken tool-call history in the view (stored history unchanged): %s",
+                describe_repair(working),
+            )
         return repaired, rewritten
 
     def _finalize_view(self, view: list[Message]) -> list[Message]:

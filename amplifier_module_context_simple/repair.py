@@ -77,6 +77,7 @@ class _Scan:
         self.deferred: list[dict[str, Any]] = []  # stored inside the open group: they follow it
         self.overtaken = 0  # how many of them a real result overtook (so they really moved)
         self.synthetic = self.orphans = self.duplicates = self.no_id = self.moved = 0
+        self.repairs: list[tuple[str, Any]] = []  # (what was done, call id) in order: describe_repair()
 
     def open_group(self, ids: list[str | None]) -> None:
         self.expected = dict.fromkeys(i for i in ids if i is not None)
@@ -97,6 +98,7 @@ class _Scan:
             if call_id not in self.answered:
                 self.out.append(synthetic_result(call_id))
                 self.synthetic += 1
+                self.repairs.append((_SYNTHETIC, call_id))
         self.out.extend(self.deferred)
         self.moved += self.overtaken
         self.expected, self.answered, self.deferred, self.overtaken = {}, set(), [], 0
@@ -104,13 +106,18 @@ class _Scan:
     def tool_result(self, message: dict[str, Any]) -> None:
         call_id = message.get("tool_call_id")
         if not isinstance(call_id, str) or call_id not in self.expected:
-            self.orphans += 1
+            self.orphan(call_id)
         elif call_id in self.answered:
             self.duplicates += 1
+            self.repairs.append((_DUPLICATE, call_id))
         else:
             self.answered.add(call_id)
             self.out.append(message)
             self.overtaken = len(self.deferred)
+
+    def orphan(self, call_id: Any) -> None:
+        self.orphans += 1
+        self.repairs.append((_ORPHAN, call_id))
 
 
 def scan_clean(messages: list[dict[str, Any]], start: int = 0) -> tuple[bool, int]:
@@ -159,6 +166,11 @@ class Settled:
 def repair_segment(messages: list[dict[str, Any]], start: int) -> tuple[list[dict[str, Any]], RepairReport, Settled]:
     """Repair ``messages[start:]`` as :func:`repair_view` does after a settled ``start``; return the
     repaired segment, its report, and the last settled point inside it (for the next scan to start at)."""
+    scan, settled = _scan_segment(messages, start)
+    return scan.out, _report(scan), settled
+
+
+def _scan_segment(messages: list[dict[str, Any]], start: int) -> tuple[_Scan, Settled]:
     scan = _Scan()
     group_start = -1
     settled = Settled(start, 0, RepairReport())
@@ -166,7 +178,7 @@ def repair_segment(messages: list[dict[str, Any]], start: int) -> tuple[list[dic
         message = messages[index]
         if _is_tool_result(message):
             if group_start < 0:
-                scan.orphans += 1
+                scan.orphan(message.get("tool_call_id"))
             else:
                 scan.tool_result(message)
             continue
@@ -184,7 +196,30 @@ def repair_segment(messages: list[dict[str, Any]], start: int) -> tuple[list[dic
         scan.out.append(message)
     if group_start >= 0 and group_start != len(messages) - 1:
         scan.close_group()
-    return scan.out, _report(scan), settled
+    return scan, settled
+
+
+_SYNTHETIC, _ORPHAN, _DUPLICATE = "synthetic", "orphan", "duplicate"
+# kind -> (what was found, what the view got instead), for describe_repair()
+_REPAIR_WORDS = {
+    _SYNTHETIC: ("tool calls without a recorded result", "a stand-in result was sent for each"),
+    _ORPHAN: ("tool results answering no call before them", "left out"),
+    _DUPLICATE: ("repeated results for tool calls", "the repeats left out"),
+}
+_NAMED_PER_KIND = 5  # ids named per kind of repair; the rest are counted
+
+
+def describe_repair(messages: list[dict[str, Any]]) -> str:
+    """What :func:`repair_view` does to ``messages``, in words, naming the call ids (for the log)."""
+    scan, _settled = _scan_segment(messages, 0)
+    parts = []
+    for kind, (found, done) in _REPAIR_WORDS.items():
+        ids = [call_id for what, call_id in scan.repairs if what == kind]
+        if ids:
+            named = ", ".join(repr(i) if isinstance(i, str) else "(no tool_call_id)" for i in ids[:_NAMED_PER_KIND])
+            more = f" and {len(ids) - _NAMED_PER_KIND} more" if len(ids) > _NAMED_PER_KIND else ""
+            parts.append(f"{found}: {named}{more} ({done})")
+    return "; ".join(parts) or "nothing to repair"
 
 
 def _report(scan: _Scan) -> RepairReport:

@@ -182,6 +182,28 @@ def _open_spill_dir(spill_dir: str) -> int:
     return os.open(spill_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
 
 
+def spill_dir_problem(spill_dir: str) -> str | None:
+    """Why spill files could not be written in ``spill_dir``, in words, or None; creates nothing.
+
+    Usable: a writable directory (not a symlink, which the writer refuses), or a missing one whose
+    nearest existing ancestor is a writable directory (the writer creates it on the first spill).
+    """
+    if os.path.islink(spill_dir):
+        return "it is a symlink, which spill writes never follow"
+    if os.path.exists(spill_dir):
+        if not os.path.isdir(spill_dir):
+            return "it is not a directory"
+        return None if os.access(spill_dir, os.W_OK | os.X_OK) else "the directory is not writable"
+    ancestor = os.path.dirname(spill_dir)
+    while not os.path.lexists(ancestor) and os.path.dirname(ancestor) != ancestor:
+        ancestor = os.path.dirname(ancestor)
+    if not os.path.isdir(ancestor):
+        return f"{ancestor} is not a directory"
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        return f"it does not exist and {ancestor} is not writable"
+    return None
+
+
 def _existing(name: str, dir_fd: int) -> bool:
     """True when the target is already written; a symlink there is refused, never followed."""
     try:
@@ -287,7 +309,8 @@ class ToolResultMixin:
         return truncated
 
     def _spill(self, path: str, content: str) -> None:
-        """Write the full result once; a failure is logged and counted, the pointer stays the same."""
+        """Write the full result once; a failure is counted every time and logged once per directory
+        (a bad directory was already named at mount), the pointer stays the same."""
         if path in self._spilled_paths:
             return
         try:
@@ -295,7 +318,15 @@ class ToolResultMixin:
             self._spilled_paths.add(path)
         except (OSError, ValueError) as exc:  # ValueError: a path the OS cannot take (NUL, bad encoding)
             self._fault_counts["spill_write_failures"] += 1
-            logger.warning("context-simple: spill write failed for %s: %s", path, exc)
+            directory = os.path.dirname(path)
+            if self._spill_failure_reported != directory:
+                self._spill_failure_reported = directory
+                logger.warning(
+                    "context-simple: spill write failed for %s: %s (later failures in this directory are "
+                    "counted in fault_stats['spill_write_failures'], not logged)",
+                    path,
+                    exc,
+                )
 
     def _stub_user_message(self, message: Message) -> Message:
         if not isinstance(message.get("content"), str | list):

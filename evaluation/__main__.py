@@ -16,6 +16,7 @@ from .cache import Prices
 from .driver import Settings
 from .scenarios import generated_scenarios
 from .shaped import shape
+from .wording import plural
 from .workloads import Workload
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "out"
@@ -28,9 +29,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 
 def choose_workloads(args: argparse.Namespace) -> list[Workload]:
-    """The shipped sessions (or only the user's; --all-workloads: the 26 test transcripts), plus the
-    retention scenarios unless --workload/--no-scenario."""
-    loads = cli.real_workloads(args.workload, args.all_workloads)
+    """The shipped sessions (or only the user's; --all-workloads: the 26 test transcripts; --split: one
+    half of them), plus the retention scenarios unless --workload/--no-scenario."""
+    loads = cli.real_workloads(args.workload, args.all_workloads, args.split)
     if args.scenario or (args.scenario is None and not args.workload):
         loads += generated_scenarios(args.seed)
     return loads
@@ -99,11 +100,11 @@ def run(args: argparse.Namespace) -> int:
     report.print_table(data, md_path)
     print("\nWhat to pick (this run's numbers):", *report_text.terminal_verdict(data), sep="\n")
     report.print_shaped(data)
-    print(f"{len(runs) + len(shaped_runs)} runs in {data['elapsed_s']} s; wrote:")
+    print(f"{plural(len(runs) + len(shaped_runs), 'run')} in {data['elapsed_s']} s; wrote:")
     for path in (md_path, json_path):
         print(f"  {cli.short_path(path)}")
     if names:
-        print(f"  {len(names)} plots in {cli.short_path(args.out)}")
+        print(f"  {plural(len(names), 'plot')} in {cli.short_path(args.out)}")
     return 0
 
 

@@ -17,14 +17,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from amplifier_module_context_simple import recall
 from amplifier_module_context_simple.instructions import is_instruction
 
 from .arms import Arm, ignored_keys, load_engine
 from .cache import Prices
 from .evidence import EvidenceIndex, Score
 from .provider import SimProvider
+from .recall_probe import probe as recall_probe
 from .tokens import TokenCounter, canonical_json, content_text, wire_message
+from .wording import clip
 from .workloads import Workload
 
 NOTICE_RESERVE = 800
@@ -105,6 +106,7 @@ class Request:
     evidence: Score | None = None
     recall_checked: int = 0  # missed evidence tokens looked up with context_recall
     recall_found: int = 0  # of those, returned within the tool's output bound
+    recall: dict[str, list[int]] = field(default_factory=dict)  # per query kind: [asked, found] (recall_probe)
     error: str | None = None
 
 
@@ -242,7 +244,7 @@ async def _request(ctx, provider, answer, req, prev, run, workload, originals, d
     try:
         view = list(await ctx.get_messages_for_request(provider=provider))
     except Exception as exc:  # a broken request is a finding, not a crash of the harness
-        req.error = f"{type(exc).__name__}: {exc}"[:300]
+        req.error = clip(f"{type(exc).__name__}: {exc}", WARNING_CHARS)
         digest.update(f"error {req.index}: {req.error}\n".encode())
         return prev
     req.ms = (time.perf_counter() - start) * 1000
@@ -263,23 +265,9 @@ async def _request(ctx, provider, answer, req, prev, run, workload, originals, d
     req.truncated_tools, req.tails_kept = tail_retention(view, originals)
     if evidence is not None:
         req.evidence = evidence.score(view, answer, keep_missed=MISSED_SAMPLES)
-        req.recall_checked, req.recall_found = recoverable(ctx, req.evidence.missed[:RECALL_SAMPLES])
+        req.recall = await recall_probe(ctx, req.evidence.missed[:RECALL_SAMPLES])
+        req.recall_checked, req.recall_found = req.recall.get("exact", (0, 0))
     return keys[: bill.cacheable]
-
-
-def recoverable(ctx: Any, missed: tuple[str, ...]) -> tuple[int, int]:
-    """(missed tokens checked, how many one `context_recall` call with the token as its query returns
-    within the tool's output bound): run on this module's stored history; other engines are not checked."""
-    messages = getattr(ctx, "messages", None)
-    if not missed or not isinstance(messages, list) or not hasattr(ctx, "_spill_sources"):
-        return 0, 0
-    found = 0
-    probe = ctx.__dict__.setdefault("_evaluation_recall", recall.RecallTool(ctx))  # its text cache, per run
-    for token in missed:
-        hits, matched, stopped = recall.search(messages, {}, recall.parse({"query": token}), probe._text)
-        output = recall.render(hits, matched, stopped, recall.MAX_OUTPUT_TOKENS * recall.CHARS_PER_TOKEN)
-        found += token.lower() in output.lower()
-    return len(missed), found
 
 
 def _estimate(ctx: Any, view: list[dict]) -> tuple[int, str]:
@@ -361,7 +349,7 @@ class _CountWarnings(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         self.run.warnings += 1
-        text = record.getMessage()[:WARNING_CHARS]
+        text = clip(record.getMessage(), WARNING_CHARS)  # on a whole word, with "..."
         shapes = {message_shape(t) for t in self.run.warning_samples}
         if len(self.run.warning_samples) < WARNING_SHAPES and message_shape(text) not in shapes:
             self.run.warning_samples.append(text)  # one example per kind of message

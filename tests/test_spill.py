@@ -208,7 +208,7 @@ async def test_unwritable_path_still_emits_the_pointer_and_counts_the_failure(tm
         original = stored[message["tool_call_id"]]
         assert message["content"] == pointer(spill, original["metadata"]["_seq"], original["content"])
     assert cm.fault_stats["spill_write_failures"] >= len(results)
-    assert "spill write failed" in caplog.text
+    assert "cannot be used" in caplog.text  # said at construction; the failed writes are counted, not logged
     assert blocker.read_text() == "not a directory"
 
 
