@@ -25,6 +25,7 @@ from .ladder import LadderOps, last_results
 from .live_options import LiveOptions
 from .notice import INJECTIONS_REMOVED_KEY, RECENT_RESULTS_REMOVED_KEY, notice_message, removed_recent_results
 from .presets import apply_preset
+from .recall_search import MessageTexts
 from .repair import describe_repair
 from .repair_mirror import RepairMirror
 from .replay import build_replay, is_real_user_message, turn_prompt_seq
@@ -126,6 +127,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         self._repair_mirror = RepairMirror()
         self._ingress = IngressClipper()  # tool results over max_tool_result_bytes, clipped in the view
         self._recall_mounted = False  # mount() set context_recall up (recall.py): notice and ledger say so
+        self._recall_texts = MessageTexts()  # context_recall's text cache: dropped with the history
         self._escalation_allowed = True
         self._budget_reading: BudgetReading | None = None
         self._budget_reported: BudgetReading | None = None
@@ -164,6 +166,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         self._view_cache.invalidate()
         self._repair_mirror.reset(None)
         self._ingress.reset()
+        self._recall_texts.clear()
         if self._count_cache is not None:
             self._count_cache.clear()
         self._reset_summary_state()

@@ -371,6 +371,14 @@ def main_parser() -> Parser:
     p.add_argument(
         "--no-shaped", action="store_true", help="skip the Amplifier-shaped replays (hook injections, blocks, thinking)"
     )
+    p.add_argument(
+        "--no-host",
+        action="store_true",
+        help="skip the host-shaped replay (the real sessions as loop-streaming stores them, side by side)",
+    )
+    p.add_argument(
+        "--no-tight", action="store_true", help="skip the tight-window scenario (runs with the generated scenarios)"
+    )
     add_out(p, DEFAULT_OUT, "output folder")
     return p
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import inspect
+import json
 import logging
 import re
 import time
@@ -22,9 +23,10 @@ from amplifier_module_context_simple.instructions import is_instruction
 from .arms import Arm, ignored_keys, load_engine
 from .cache import Prices
 from .evidence import EvidenceIndex, Score
+from .host_shaped import reminder_text, with_reminders
 from .provider import SimProvider
 from .recall_probe import probe as recall_probe
-from .tokens import TokenCounter, canonical_json, content_text, wire_message
+from .tokens import TokenCounter, canonical_json, content_text, read_call, wire_message
 from .wording import clip
 from .workloads import Workload
 
@@ -74,6 +76,17 @@ def size_window(session_tokens: int, s: Settings) -> Window:
     budget = max(s.min_budget, int(session_tokens * s.window_fraction))
     window = budget + NOTICE_RESERVE + SAFETY_MARGIN + int(s.max_output_tokens * s.output_reserve_fraction)
     return Window(session_tokens, budget, window, s.max_output_tokens)
+
+
+def workload_window(workload: Workload, settings: Settings, counter: TokenCounter) -> Window:
+    """The window a workload states (a scenario's provider), else one sized from its true size; a
+    reshaped session is sized by its original, so both replays face the same provider."""
+    sized = counter.messages(workload.sized_by or workload.messages) + settings.request_overhead
+    if not workload.context_window:
+        return size_window(sized, settings)
+    out = workload.max_output_tokens or settings.max_output_tokens
+    budget = workload.context_window - int(out * settings.output_reserve_fraction) - SAFETY_MARGIN
+    return Window(sized, budget, workload.context_window, out)
 
 
 @dataclass
@@ -130,6 +143,7 @@ class Run:
     summary_cost: float = 0.0
     view_digest: str = ""
     warnings: int = 0
+    over_budget: int = 0  # the module's "Compaction finished OVER BUDGET" warnings
     warning_samples: list[str] = field(default_factory=list)
     synthetic: bool = False
 
@@ -156,7 +170,7 @@ async def replay_async(arm: Arm, workload: Workload, settings: Settings, counter
     """Replay one workload through one arm."""
     from amplifier_core.testing import MockCoordinator
 
-    window = size_window(counter.messages(workload.messages) + settings.request_overhead, settings)
+    window = workload_window(workload, settings, counter)
     run = Run(arm.name, workload.name, "", window, counter.name, facts=sorted(workload.facts))
     # Generated scenarios carry planted facts or corrections; evidence is measured on real sessions only.
     run.synthetic = bool(workload.facts or workload.corrections)
@@ -249,8 +263,9 @@ async def _request(ctx, provider, answer, req, prev, run, workload, originals, d
         return prev
     req.ms = (time.perf_counter() - start) * 1000
     digest.update((canonical_json(view) + "\n").encode())
-    bill = await provider.respond(view, answer)
-    keys, _ = provider.measure(view)
+    sent = with_reminders(view, reminder_text(workload.name)) if workload.host_reminders else view
+    bill = await provider.respond(sent, answer)  # what the host sends is what is billed
+    keys = list(bill.keys)
     o = bill.outcome
     req.messages, req.true_tokens = len(view), o.total
     req.read, req.write, req.plain, req.waste = o.read, o.write, o.plain, o.waste
@@ -265,8 +280,9 @@ async def _request(ctx, provider, answer, req, prev, run, workload, originals, d
     req.truncated_tools, req.tails_kept = tail_retention(view, originals)
     if evidence is not None:
         req.evidence = evidence.score(view, answer, keep_missed=MISSED_SAMPLES)
-        req.recall = await recall_probe(ctx, req.evidence.missed[:RECALL_SAMPLES])
-        req.recall_checked, req.recall_found = req.recall.get("exact", (0, 0))
+        if workload.recall_probe:
+            req.recall = await recall_probe(ctx, req.evidence.missed[:RECALL_SAMPLES])
+            req.recall_checked, req.recall_found = req.recall.get("exact", (0, 0))
     return keys[: bill.cacheable]
 
 
@@ -302,8 +318,13 @@ def view_text(view: list[dict]) -> str:
     """Every piece of text a model would read in a view (contents and tool-call arguments)."""
     parts = [content_text(m.get("content")) for m in view]
     for m in view:
-        parts += [str((c.get("function") or {}).get("arguments", "")) for c in m.get("tool_calls") or []]
+        parts += [_arguments(c) for c in m.get("tool_calls") or []]
     return "\n".join(parts)
+
+
+def _arguments(call: Any) -> str:
+    raw = read_call(call)[1]
+    return raw if isinstance(raw, str) else "" if raw is None else json.dumps(raw, ensure_ascii=False)
 
 
 def _probe_facts(view: list[dict], workload: Workload, req: Request) -> None:
@@ -331,6 +352,7 @@ def tail_retention(view: list[dict], originals: dict[str, Any]) -> tuple[int, in
 
 
 WARNING_CHARS = 300
+OVER_BUDGET = "OVER BUDGET"  # the module's warning when compaction could not reach the budget
 WARNING_SHAPES = 5
 SHAPE_CHARS = 120  # enough to tell kinds apart; a cut message still matches its kind
 
@@ -349,6 +371,7 @@ class _CountWarnings(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         self.run.warnings += 1
+        self.run.over_budget += OVER_BUDGET in record.getMessage()
         text = clip(record.getMessage(), WARNING_CHARS)  # on a whole word, with "..."
         shapes = {message_shape(t) for t in self.run.warning_samples}
         if len(self.run.warning_samples) < WARNING_SHAPES and message_shape(text) not in shapes:

@@ -46,6 +46,7 @@ def run_metrics(run: Run) -> dict[str, Any]:
         "cost": sum(r.cost for r in ok) + run.summary_cost,
         "summary_calls": run.summary_calls,
         "warnings": run.warnings,
+        "over_budget_endings": run.over_budget,
         "warning_samples": run.warning_samples,
         "error_samples": list(dict.fromkeys(r.error for r in run.requests if r.error))[:3],
         "summary_cost": run.summary_cost,
@@ -155,6 +156,7 @@ SUMMED = (
 SAFETY = (
     "errors",
     "warnings",
+    "over_budget_endings",
     "over_window",
     "over_window_fitting",
     "silent_prefix_changes",

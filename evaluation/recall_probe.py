@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .evidence import MIN_LINE, analyse, arguments_text, piece_text, pieces, tokens
+from .tokens import read_call
 
 QUERY_KINDS = ("exact", "line_cue", "call_cue", "three_words")
 QUERY_LABELS = {  # what each figure's query is, in the reader's words
@@ -46,7 +47,7 @@ def lost_line(messages: list[dict], token: str) -> tuple[str, dict | None] | Non
         for kind, raw in pieces(message):
             for line, toks in analyse(piece_text(kind, raw)):
                 if len(line) >= MIN_LINE and token in toks:
-                    call = producing_call(messages, index) if kind == "content" else None
+                    call = producing_call(messages, index) if kind != "args" else None
                     return line, call
     return None
 
@@ -82,8 +83,7 @@ def call_cue(call: dict | None, token: str) -> str | None:
     """The first path in the call's arguments, else their first distinctive word, else the command."""
     if not call:
         return None
-    fn = call.get("function") if isinstance(call.get("function"), dict) else {}
-    args = arguments_text(fn.get("arguments"))
+    args = arguments_text(read_call(call)[1])
     words = [t for t in tokens(args) if _apart(t, token)]
     paths = [t for t in words if "/" in t or "." in t.strip(".")]
     if paths or words:
@@ -125,10 +125,10 @@ def queries(messages: list[dict], token: str) -> dict[str, str]:
 
 async def probe(ctx: Any, missed: Iterable[str]) -> dict[str, list[int]]:
     """{kind: [queries asked, tokens found]} for the missed tokens, asked of this module's recall tool
-    over its stored history; other engines (no stored history or no spill sources) are not asked."""
+    over its stored history; other engines (no stored history or no recall text cache) are not asked."""
     messages = getattr(ctx, "messages", None)
     missed = list(missed)
-    if not missed or not isinstance(messages, list) or not hasattr(ctx, "_spill_sources"):
+    if not missed or not isinstance(messages, list) or not hasattr(ctx, "_recall_texts"):
         return {}
     from amplifier_module_context_simple.recall import RecallTool
 

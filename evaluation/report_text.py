@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from . import advice, report_recall
+from . import advice, report_host, report_recall
 from .report import (
     COLUMNS,
     KEY_COLUMNS,
@@ -117,6 +117,7 @@ def markdown(data: dict[str, Any], plots: list[str]) -> str:
     parts += [*unavailable(data), *places(data), *report_recall.section(data), *warnings(data)]
     parts += ["## How this run was made", "", *explain(data)]
     parts += shaped(data)
+    parts += report_host.host_markdown(data) + report_host.tight_markdown(data)
     parts += ["", "## Per configuration and session", "", per_workload(data), ""]
     if plots:
         parts += ["## Plots", ""] + [f"![{PLOT_NAMES.get(p, p)}]({p})" for p in plots] + [""]

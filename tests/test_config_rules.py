@@ -208,7 +208,7 @@ async def test_a_spill_directory_that_fails_later_is_logged_once_and_counted_eve
 def test_a_usable_spill_directory_is_silent_at_construction(tmp_path, caplog, kind):
     spill = tmp_path / "out"
     if kind == "existing":
-        spill.mkdir()
+        spill.mkdir(mode=0o700)  # private whatever the umask (a group-writable one is refused: tool_results)
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         SimpleContextManager(tool_result_spill_dir=spill)
     assert not caplog.records and spill.exists() == (kind == "existing")

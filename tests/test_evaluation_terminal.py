@@ -31,6 +31,7 @@ COMMANDS = [
     "evaluation.studies.summary_refire",
     "evaluation.studies.tail_retention",
     "evaluation.studies.clear_at_least_gate",
+    "evaluation.studies.tight_window",
 ]
 
 
