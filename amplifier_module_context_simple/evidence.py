@@ -211,7 +211,7 @@ KNOWN_SCAN_CHARS = 200_000  # of a huge message's text, the head and tail read f
 
 
 def _known_tokens(message: Message, arguments: bool = True) -> frozenset[str]:
-    text = et.message_text(message) if arguments else "\n".join(et.content_texts(message.get("content")))
+    text = et.message_text(message) if arguments else "\n".join(et.readable_texts(message))
     if len(text) > 2 * KNOWN_SCAN_CHARS:
         text = text[:KNOWN_SCAN_CHARS] + "\n" + text[-KNOWN_SCAN_CHARS:]
     return frozenset(et.distinctive_tokens(text))
