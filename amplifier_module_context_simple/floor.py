@@ -133,7 +133,9 @@ def yield_floor(run: _Run, system_tokens: int, goals: Goals) -> dict[str, int]:
     """Yield the protections, in order, while ``run`` is over its goals: towards ``room`` only the
     protected results and the recent messages; under ``whole`` (when the floor without the clip fits it)
     every protection but the newest group's; to the smallest ``must`` goal the true floor allows, every
-    one. Returns the yields' stats keys, and leaves the smallest goal the view now fits in ``plan.goal``."""
+    one. Returns the yields' stats keys, and leaves in ``plan.goal`` the smallest ``must`` goal the view now
+    fits (the evidence ledger never takes the view past it; room and the trigger are wishes, the ledger's
+    lines are evidence)."""
     yields = Yields()
     must = min((goal for goal in goals.must if goal >= floor_tokens(run, system_tokens)), default=None)
     whole = goals.whole
@@ -152,7 +154,7 @@ def yield_floor(run: _Run, system_tokens: int, goals: Goals) -> dict[str, int]:
             if run.fits():
                 break
             step(run, yields)
-    run.plan.goal = min((g for g in (goals.room, whole, must) if g is not None and run.total <= g), default=None)
+    run.plan.goal = min((goal for goal in goals.must if run.total <= goal), default=None)
     return yields.stats()
 
 
