@@ -27,7 +27,7 @@ from .calls import call_id, message_calls
 from .estimate import seq_of
 from .recall_regex import Pattern, UnsupportedPattern
 from .recall_search import Found, MessageTexts, Query, Search, fold, run, run_async
-from .recall_text import TOOL_NAME, call_label, call_text, has_text, is_recall_call, message_text
+from .recall_text import TOOL_NAME, call_label, has_text, is_recall_call, message_text
 
 __all__ = ["Found", "MessageTexts", "Query", "RecallTool", "message_text", "parse", "render", "search"]
 
@@ -184,11 +184,12 @@ class HistoryReader:
             self.own.add(seq)
 
     def call_text(self, index: int) -> str:
-        """The lowercase text of the call the tool result at ``index`` answers ("" when none)."""
+        """The call the tool result at ``index`` answers, lowercase, as its label shows it ("" when none):
+        the words a result matches by (a word deep in a long script would match every result of it)."""
         text = self._call_texts.get(index)
         if text is None:
             call = self.answered.get(index)
-            text = self._call_texts[index] = fold(call_text(call)) if call is not None else ""
+            text = self._call_texts[index] = fold(call_label(call)) if call is not None else ""
         return text
 
     def label(self, messages: list[Message], index: int, seq: int) -> str:
