@@ -2,8 +2,8 @@
 
 A query is split into words (a double-quoted phrase is one word); each is found case-insensitively,
 anywhere in a word of the text (``port`` finds ``port=8000``). A message *matches* when it holds every
-word: in its text, or, for a tool result, in the call it answers (a result of ``read_file(path=app.py)``
-holds ``app.py``). How close the words are gives its tier:
+word: in its text, or, for a tool result, in the call it answers as its label shows it (a result of
+``read_file(path=app.py)`` holds ``app.py``). How close the words are gives its tier:
 
 * ``PHRASE``: the whole query, as typed, on one line (several words only)
 * ``LINE``: every word on one line; a word of a result's call counts on every line of the result, so a
