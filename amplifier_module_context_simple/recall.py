@@ -39,7 +39,7 @@ MAX_RESULTS = 100
 MAX_PATTERN = 200
 TIME_BUDGET_S = 1.0
 SLICE_S = 0.02  # the longest the async search holds the event loop before giving it a turn (plus one step)
-TRAFFIC_STEP = 4_096  # messages read for the tool's own traffic between two checkpoints
+TRAFFIC_STEP = 1_024  # messages read for the tool's own traffic (and results' calls) between two checkpoints
 SHOWN_LINES = 4  # matching lines shown per message (best first); the rest are counted
 LINES_SHARE = 0.6  # of the output, shared among the matching lines shown (the rest: labels, context)
 LISTED_SEQS = 12  # numbers of the matching messages not shown, listed in the last line
@@ -127,7 +127,7 @@ def _compile(query: str) -> Pattern:
 class HistoryReader:
     """What a search needs beyond each message's text, read incrementally: the seqs of this tool's own
     traffic (its results, and assistant messages that only called it and say nothing), and the call each
-    other tool result answers.
+    other tool result answers (and its label's words).
 
     A result answers the nearest earlier assistant call with its id (as ``tool_pairs.tool_groups`` reads
     groups), so a reused id (``call_0`` in every turn) hides no other tool's result. Calls are read in any
@@ -141,7 +141,7 @@ class HistoryReader:
         self.latest: dict[str, Any] = {}  # call id -> the latest call declaring it
         self.own: set[int] = set()
         self.answered: dict[int, Any] = {}  # index of a tool result -> the call it answers
-        self._call_texts: dict[int, str] = {}
+        self.call_texts: dict[int, str] = {}  # and that call as its label shows it, lowercase
 
     def update(self, messages: list[Message]) -> set[int]:
         for _ in self.steps(messages):
@@ -155,7 +155,7 @@ class HistoryReader:
             self.latest.clear()
             self.own.clear()  # in place: a search holds this set
             self.answered.clear()
-            self._call_texts.clear()
+            self.call_texts.clear()
         while self.read < len(messages):
             stop = min(len(messages), self.read + TRAFFIC_STEP)
             for index in range(self.read, stop):
@@ -178,19 +178,13 @@ class HistoryReader:
                 self._own(message)
             elif call is not None:
                 self.answered[index] = call
+                # The words a result matches by: its call as the label shows it (a word deep in a long
+                # script would match every result of the script).
+                self.call_texts[index] = fold(call_label(call))
 
     def _own(self, message: Message) -> None:
         if (seq := seq_of(message)) is not None:
             self.own.add(seq)
-
-    def call_text(self, index: int) -> str:
-        """The call the tool result at ``index`` answers, lowercase, as its label shows it ("" when none):
-        the words a result matches by (a word deep in a long script would match every result of it)."""
-        text = self._call_texts.get(index)
-        if text is None:
-            call = self.answered.get(index)
-            text = self._call_texts[index] = fold(call_label(call)) if call is not None else ""
-        return text
 
     def label(self, messages: list[Message], index: int, seq: int) -> str:
         """``#seq role``; for a tool result, the call it answers."""
@@ -230,7 +224,7 @@ def new_search(
         gap = (gaps or {}).get(seq)
         return reader.label(copied, index, seq) + (f" ({GAP_WORDS[gap]})" if gap else "")
 
-    return Search(copied, query, texts, reader.own, label, reader.call_text, gaps or {}, before=reader.steps(messages))
+    return Search(copied, query, texts, reader.own, label, reader.call_texts, gaps or {}, before=reader.steps(messages))
 
 
 def search(

@@ -43,11 +43,6 @@ class Query:
     max_results: int
     words: tuple[str, ...] = ()  # a literal's words (recall_rank.query_words)
 
-    def admits(self, seq: int, role: Any) -> bool:
-        """The role and range filters."""
-        in_range = self.first <= seq and (self.last is None or seq <= self.last)
-        return in_range and (self.role is None or role == self.role)
-
 
 @dataclass
 class Found:
@@ -157,8 +152,8 @@ def regex_spans(text: str, lowered: str, pattern: Pattern) -> Iterator[Span | No
 class Search:
     """One search over ``messages`` (newest first): the messages that match, how many, and whether the
     time budget stopped it (and at which message). ``skip`` holds the seqs never searched (recall's own
-    traffic, read by ``before``); ``call_text(index)`` is the lowercase text of the call a tool result
-    answers ("" for any other message); ``hidden`` maps the seqs the current view lacks (removed,
+    traffic, read by ``before``); ``call_texts[index]`` is the lowercase text of the call the tool result
+    at ``index`` answers (none for any other message); ``hidden`` maps the seqs the current view lacks (removed,
     truncated, ...) to a word saying how; ``label(index, seq)`` names a hit."""
 
     messages: list[Message]
@@ -166,18 +161,19 @@ class Search:
     texts: MessageTexts
     skip: set[int]
     label: Callable[[int, int], str]
-    call_text: Callable[[int], str] = lambda index: ""
+    call_texts: Mapping[int, str] = field(default_factory=dict)
     hidden: Mapping[int, str] = field(default_factory=dict)
     before: Iterator[None] = field(default_factory=lambda: iter(()))  # steps of work first (may fill ``skip``)
     found: list[Found] = field(default_factory=list)  # every match, ranked once the search is done
     partial: list[Found] = field(default_factory=list)  # messages holding some words, when none holds all
     matched: int = 0
-    documents: int = 0  # messages searched (the filters admitted, with text)
+    documents: int = 0  # messages searched (the filters admitted)
     holding: list[int] = field(default_factory=list)  # per word, the messages holding it
     chars: int = 0  # their text, in all
     stopped_at: int | None = None  # the seq being read when the time budget ran out
     replaced: bool = False  # the history was replaced or edited (set_messages, clear, ...) during the search
     _reading: int | None = None
+    _some: list[Found] = field(default_factory=list)  # messages holding some of the words, not all
 
     def __post_init__(self) -> None:
         self.holding = [0] * len(self.query.words)
@@ -190,108 +186,116 @@ class Search:
         """Do the search, yielding at each checkpoint; the matches are ranked at the end (also when the
         deadline closes the search early, by :meth:`stop`)."""
         yield from self.before
-        if self.query.pattern is None:
-            yield from self._literal_steps()
-        else:
-            yield from self._regex_steps()
+        yield from self._scan()
+        if self.query.pattern is None and not self.found and self._some:
+            yield from self._partial_steps()
         self._reading = None
         self.rank()
 
-    def _admitted(self) -> Iterator[tuple[int, int, Message]]:
-        """(index, seq, message) newest first, past the skip set and the filters."""
-        query, messages, skip = self.query, self.messages, self.skip
+    def _scan(self) -> Iterator[None]:
+        """One pass, newest first: the filters and a C-speed test decide most messages (this loop runs over
+        the whole history, so it is kept flat); a message that may match is read in steps after a
+        checkpoint, as is every ``FIND_WINDOW`` characters of the others."""
+        query, messages, skip, get, calls = self.query, self.messages, self.skip, self.texts.get, self.call_texts.get
+        first, last, only, pattern, words = query.first, query.last, query.role, query.pattern, query.words
+        required = pattern.literal if pattern is not None else ""
+        single = words[0] if len(words) == 1 else None
+        full = (1 << len(words)) - 1 if pattern is None else 1  # a regular expression: one "word"
+        unread, reads, documents, chars = FIND_WINDOW, max(1, len(words)), 0, 0
         for index in range(len(messages) - 1, -1, -1):
             message = messages[index]
-            metadata = message.get("metadata")  # seq_of, inlined: this loop runs over the whole history
+            metadata = message.get("metadata")  # seq_of, inlined
             seq = metadata.get("_seq") if isinstance(metadata, dict) else None  # stored ones are dict subclasses
-            if type(seq) is int and seq not in skip and query.admits(seq, message.get("role")):
-                yield index, seq, message
-
-    def _literal_steps(self) -> Iterator[None]:
-        words, full = self.query.words, (1 << len(self.query.words)) - 1
-        phrase = self.query.needle if len(words) > 1 else ""
-        unread, partial = FIND_WINDOW, []
-        for index, seq, message in self._admitted():
+            if type(seq) is not int or seq in skip or seq < first or (last is not None and seq > last):
+                continue
+            if only is not None and message.get("role") != only:
+                continue
             self._reading = seq
-            text, lowered = self.texts.get(message)
-            called = self.call_text(index)
-            in_call = rank.mask_of(words, called) if called else 0
-            if len(lowered) > FIND_WINDOW:  # a huge text: a checkpoint after each word's pass over it
-                mask = yield from _held_in_steps(words, lowered)
+            text, lowered = get(message)
+            size = len(text)
+            documents += 1
+            chars += size
+            unread -= size * reads
+            if pattern is not None:
+                mask = 0 if required and required not in lowered else 1
             else:
-                mask = rank.mask_of(words, lowered)
-            mask |= in_call
-            self._count(text, mask)
-            unread -= len(text) * len(words)
-            if mask != full:
+                called = calls(index, "")
+                if size > FIND_WINDOW:
+                    self.documents, self.chars = documents, chars  # counted so far, for a stop meanwhile
+                    mask = yield from _mask_in_steps(words, lowered, called)
+                elif single is not None:
+                    mask = 1 if single in lowered or (called and single in called) else 0
+                else:
+                    mask = rank.mask_of(words, lowered) | (rank.mask_of(words, called) if called else 0)
                 if mask:
-                    partial.append(Found(index, seq, rank.APART, (), mask, size=len(text)))
+                    self._hold(mask, index, seq, size)
+            if mask != full:
                 if unread <= 0:
-                    unread = FIND_WINDOW
+                    unread, self.documents, self.chars = FIND_WINDOW, documents, chars
                     yield
                 continue
-            unread = FIND_WINDOW
+            unread, self.documents, self.chars = FIND_WINDOW, documents, chars
             yield
-            self.matched += 1
-            analysis = yield from _analysed(rank.analyse(lowered, words, in_call, phrase))
-            if analysis is not None:
-                self.found.append(Found(index, seq, analysis.tier, analysis.lines, mask, analysis.counts, len(text)))
-        if not self.found and partial:
-            yield from self._partial_steps(partial)
+            if pattern is not None:
+                yield from self._read_pattern(index, seq, text, lowered)
+            else:
+                yield from self._read_words(index, seq, lowered, called, size)
+        self.documents, self.chars = documents, chars
 
-    def _partial_steps(self, partial: list[Found]) -> Iterator[None]:
-        """Analyse the messages holding the most weight of the words, with the words each holds."""
-        weights = self.weights()
-        partial.sort(key=lambda f: (_weight(f.mask, weights), f.seq), reverse=True)
-        for candidate in partial[:PARTIAL_ANALYSED]:
+    def _read_words(self, index: int, seq: int, lowered: str, called: str, size: int) -> Iterator[None]:
+        """A message holding every word: its tier and lines (recall_rank.analyse)."""
+        words = self.query.words
+        self.matched += 1
+        in_call = rank.mask_of(words, called) if called else 0
+        phrase = self.query.needle if len(words) > 1 else ""
+        analysis = yield from _analysed(rank.analyse(lowered, words, in_call, phrase))
+        if analysis is not None:
+            full = (1 << len(words)) - 1
+            self.found.append(Found(index, seq, analysis.tier, analysis.lines, full, analysis.counts, size))
+
+    def _read_pattern(self, index: int, seq: int, text: str, lowered: str) -> Iterator[None]:
+        """A message that may match the regular expression: the lines that do (at most ``MAX_SHOWN_LINES``)."""
+        assert self.query.pattern is not None
+        spans: list[Span] = []
+        try:
+            for span in regex_spans(text, lowered, self.query.pattern):
+                if span is None:
+                    yield
+                else:
+                    spans.append(span)
+                    if len(spans) >= rank.MAX_SHOWN_LINES:
+                        break
+        finally:  # also when the deadline closes the search here: what was found counts
+            if spans:
+                self.matched += 1
+                self.found.append(Found(index, seq, rank.LINE, tuple(spans), 0, size=len(text)))
+
+    def _partial_steps(self) -> Iterator[None]:
+        """No message holds every word: analyse those holding the most weight of them, with the words each
+        holds (at most ``PARTIAL_ANALYSED``)."""
+        weights, words = self.weights(), self.query.words
+        self._some.sort(key=lambda f: (_weight(f.mask, weights), f.seq), reverse=True)
+        for candidate in self._some[:PARTIAL_ANALYSED]:
             self._reading = candidate.seq
-            words = [w for bit, w in enumerate(self.query.words) if candidate.mask >> bit & 1]
-            text, lowered = self.texts.get(self.messages[candidate.index])
-            called = self.call_text(candidate.index)
-            in_call = rank.mask_of(words, called) if called else 0
+            held = [w for bit, w in enumerate(words) if candidate.mask >> bit & 1]
+            _text, lowered = self.texts.get(self.messages[candidate.index])
+            called = self.call_texts.get(candidate.index, "")
+            in_call = rank.mask_of(held, called) if called else 0
             yield
-            analysis = yield from _analysed(rank.analyse(lowered, words, in_call, ""))
+            analysis = yield from _analysed(rank.analyse(lowered, held, in_call, ""))
             if analysis is not None:
                 candidate.tier, candidate.lines = analysis.tier, analysis.lines
-                candidate.counts = _spread(analysis.counts, candidate.mask, len(self.query.words))
+                candidate.counts = _spread(analysis.counts, candidate.mask, len(words))
                 self.partial.append(candidate)
 
-    def _regex_steps(self) -> Iterator[None]:
-        pattern = self.query.pattern
-        assert pattern is not None
-        required, unread = pattern.literal, FIND_WINDOW
-        for index, seq, message in self._admitted():
-            self._reading = seq
-            text, lowered = self.texts.get(message)
-            self._count(text, 0)
-            unread -= len(text)
-            if required and required not in lowered:  # one C-speed pass decides most messages
-                if unread <= 0:
-                    unread = FIND_WINDOW
-                    yield
-                continue
-            unread = FIND_WINDOW
-            yield
-            spans: list[Span] = []
-            try:
-                for span in regex_spans(text, lowered, pattern):
-                    if span is None:
-                        yield
-                    else:
-                        spans.append(span)
-                        if len(spans) >= rank.MAX_SHOWN_LINES:
-                            break
-            finally:  # also when the deadline closes the search here: what was found counts
-                if spans:
-                    self.matched += 1
-                    self.found.append(Found(index, seq, rank.LINE, tuple(spans), 0, size=len(text)))
-
-    def _count(self, text: str, mask: int) -> None:
-        if text:
-            self.documents += 1
-            self.chars += len(text)
-        for bit in range(len(self.holding)):
-            self.holding[bit] += mask >> bit & 1
+    def _hold(self, mask: int, index: int, seq: int, size: int) -> None:
+        """Count a message holding the words of ``mask`` (for their weights); keep it in case no message
+        holds them all."""
+        holding = self.holding
+        for bit in range(len(holding)):
+            holding[bit] += mask >> bit & 1
+        if mask != (1 << len(holding)) - 1:
+            self._some.append(Found(index, seq, rank.APART, (), mask, size=size))
 
     def weights(self) -> list[float]:
         """Each word's weight (BM25's idf over the messages searched)."""
@@ -322,11 +326,14 @@ class Search:
             self.rank()
 
 
-def _held_in_steps(words: tuple[str, ...], lowered: str) -> Generator[None, None, int]:
-    """:func:`recall_rank.mask_of`, yielding after each word."""
+def _mask_in_steps(words: tuple[str, ...], lowered: str, called: str) -> Generator[None, None, int]:
+    """The words the text or the call holds (:func:`recall_rank.mask_of`); a checkpoint after each word's
+    pass over a huge text."""
+    if len(lowered) <= FIND_WINDOW:
+        return rank.mask_of(words, lowered) | (rank.mask_of(words, called) if called else 0)
     mask = 0
     for bit, word in enumerate(words):
-        if word in lowered:
+        if word in lowered or word in called:
             mask |= 1 << bit
         yield
     return mask
