@@ -294,7 +294,7 @@ def render(found: Search, budget_chars: int) -> str:
         out.append(block[: room - 2])
         room -= len(out[-1]) + 2
         shown += 1
-    left = (len(hits) if partial else found.matched) - shown
+    left = (len(found.some) if partial else found.matched) - shown
     if left > 0 or found.stopped:
         listed = ", ".join(f"#{hit.seq}" for hit in hits[shown : shown + LISTED_SEQS])
         more = f"{left} more matching message(s) not shown ({listed}{', ...' if left > LISTED_SEQS else ''})"

@@ -173,7 +173,7 @@ class Search:
     stopped_at: int | None = None  # the seq being read when the time budget ran out
     replaced: bool = False  # the history was replaced or edited (set_messages, clear, ...) during the search
     _reading: int | None = None
-    _some: list[Found] = field(default_factory=list)  # messages holding some of the words, not all
+    some: list[Found] = field(default_factory=list)  # messages holding some of the words, not all
 
     def __post_init__(self) -> None:
         self.holding = [0] * len(self.query.words)
@@ -187,7 +187,7 @@ class Search:
         deadline closes the search early, by :meth:`stop`)."""
         yield from self.before
         yield from self._scan()
-        if self.query.pattern is None and not self.found and self._some:
+        if self.query.pattern is None and not self.found and self.some:
             yield from self._partial_steps()
         self._reading = None
         self.rank()
@@ -274,8 +274,8 @@ class Search:
         """No message holds every word: analyse those holding the most weight of them, with the words each
         holds (at most ``PARTIAL_ANALYSED``)."""
         weights, words = self.weights(), self.query.words
-        self._some.sort(key=lambda f: (_weight(f.mask, weights), f.seq), reverse=True)
-        for candidate in self._some[:PARTIAL_ANALYSED]:
+        self.some.sort(key=lambda f: (_weight(f.mask, weights), f.seq), reverse=True)
+        for candidate in self.some[:PARTIAL_ANALYSED]:
             self._reading = candidate.seq
             held = [w for bit, w in enumerate(words) if candidate.mask >> bit & 1]
             _text, lowered = self.texts.get(self.messages[candidate.index])
@@ -295,7 +295,7 @@ class Search:
         for bit in range(len(holding)):
             holding[bit] += mask >> bit & 1
         if mask != (1 << len(holding)) - 1:
-            self._some.append(Found(index, seq, rank.APART, (), mask, size=size))
+            self.some.append(Found(index, seq, rank.APART, (), mask, size=size))
 
     def weights(self) -> list[float]:
         """Each word's weight (BM25's idf over the messages searched)."""

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -148,14 +149,17 @@ def with_recalls(messages: list[Message]) -> list[Message]:
 
 
 def _two_words(content: Any) -> tuple[str, str] | None:
-    """(the first line holding two distinctive words, those two words) of a result's text, else the first
-    holding one and that word."""
-    lines = [line for line in content.splitlines() if len(line) < 2_000] if isinstance(content, str) else []
-    for enough in (2, 1):
-        for line in lines:
-            words = sorted(distinctive_tokens(line))
-            if len(words) >= enough:
-                return line, " ".join(words[:enough])
+    """(a line of a result's text, at most 2,000 characters of it, and two of its words: distinctive ones
+    when a line holds two, else the longest words of the first line holding any)."""
+    lines = [line[:2_000] for line in content.splitlines()] if isinstance(content, str) else []
+    for line in lines:
+        words = sorted(distinctive_tokens(line))
+        if len(words) >= 2:
+            return line, " ".join(words[:2])
+    for line in lines:
+        words = sorted(set(re.findall(r"[A-Za-z]{5,}", line)), key=lambda w: (-len(w), w))
+        if words:
+            return line, " ".join(words[:2])
     return None
 
 
