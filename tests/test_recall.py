@@ -183,6 +183,22 @@ async def held_loop_for(call: Any) -> tuple[Any, float]:
     return returned, longest
 
 
+async def ticked(call: Any) -> tuple[Any, float, int]:
+    """(what ``call`` returned, the longest the loop was held, how many turns another task got meanwhile)."""
+    ticks = 0
+
+    async def count_ticks() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0)
+            ticks += 1
+
+    counter = asyncio.create_task(count_ticks())
+    returned, held = await held_loop_for(call)
+    counter.cancel()
+    return returned, held, ticks
+
+
 ISSUE_PATTERNS = [  # (pattern, the line that took Python's re seconds, a line that matches)
     ("((a)+)+$", "a" * 26 + "!", "a" * 27),
     ("(?:(?:a)+)+$", "a" * 40 + "!", "a" * 41),
@@ -215,17 +231,7 @@ async def test_a_search_stops_at_its_budget_inside_one_huge_message_and_yields_m
     tool.slice_s = 0.0  # a turn for the loop at every checkpoint
     colon, held = await held_loop_for(tool.execute({"query": r"\w+:", "regex": True}))
     assert colon.output.startswith("No message") and held < 1.0  # no line holds the ":" every match needs
-    ticks = 0
-
-    async def count_ticks() -> None:
-        nonlocal ticks
-        while True:
-            await asyncio.sleep(0)
-            ticks += 1
-
-    counter = asyncio.create_task(count_ticks())
-    digit, held = await held_loop_for(tool.execute({"query": "[a-z]+[0-9]", "regex": True}))
-    counter.cancel()
+    digit, held, ticks = await ticked(tool.execute({"query": "[a-z]+[0-9]", "regex": True}))
     assert digit.success and held < 1.0 and ticks > 2
     assert "stopped at its time limit while reading #2" in digit.output
     literal = await tool.execute({"query": "mark-9"})  # a literal: str.find, in-process

@@ -3,7 +3,6 @@ words in one query, results ranked by how well they match, and an output that sa
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
@@ -12,7 +11,7 @@ import pytest
 from amplifier_module_context_simple.recall import DESCRIPTION, INPUT_SCHEMA, MAX_OUTPUT_TOKENS, TOOL_NAME
 from amplifier_module_context_simple.recall_rank import query_words
 from tests.conftest import add_all, asst, result, user
-from tests.test_recall import FILLER, held_loop_for, history, mounted, recall
+from tests.test_recall import FILLER, history, mounted, recall, ticked
 
 Message = dict[str, Any]
 
@@ -144,17 +143,7 @@ async def test_several_words_over_a_huge_message_stay_bounded_and_yield() -> Non
     huge = block * 60_000  # 3.6 MB: both words on 180,000 lines, never on nearby ones
     await add_all(ctx, [user("go"), bash("c1", "cat log"), result("c1", huge), asst("done")])
     tool.slice_s = 0.0
-    ticks = 0
-
-    async def count_ticks() -> None:
-        nonlocal ticks
-        while True:
-            await asyncio.sleep(0)
-            ticks += 1
-
-    counter = asyncio.create_task(count_ticks())
-    found, held = await held_loop_for(tool.execute({"query": "alpha omega"}))
-    counter.cancel()
+    found, held, ticks = await ticked(tool.execute({"query": "alpha omega"}))
     assert found.success and held < 1.0 and ticks > 2
     assert seqs(found.output) == [2] and "[" in found.output  # apart: matched, with the lines left counted
     tool.time_budget_s = 0.0
