@@ -31,7 +31,7 @@ from .replay import build_replay, is_real_user_message
 from .state import apply_snapshot, build_snapshot, validate_snapshot
 from .summary import SummaryMixin
 from .token_counter import resolve_counter
-from .token_meter import TokenMeterMixin
+from .token_meter import TailScan, TokenMeterMixin
 from .tool_pairs import in_flight_start, is_hook_injection
 from .tool_results import ToolResultMixin
 from .validation import validate_message
@@ -123,6 +123,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         self._view_cache = ViewCache()
         self._repair_mirror = RepairMirror()
         self._ingress = IngressClipper()  # tool results over max_tool_result_bytes, clipped in the view
+        self._tail_scan = TailScan()  # the hybrid tail, read from where the last request stopped
         self._recall_mounted = False  # mount() set context_recall up (recall.py): notice and ledger say so
         self._escalation_allowed = True
         self._budget_reading: BudgetReading | None = None
@@ -162,6 +163,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         self._view_cache.invalidate()
         self._repair_mirror.reset(None)
         self._ingress.reset()
+        self._tail_scan.reset()
         if self._count_cache is not None:
             self._count_cache.clear()
         self._reset_summary_state()
@@ -246,7 +248,8 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
             self._cached_provider = provider
         budget = effective_budget(budget, self.compaction_notice_token_reserve, self.compaction_notice_enabled)
         working = await self._working_messages()
-        token_count, _source, _estimated, kind = self._measure_working_tokens(working, budget)
+        appended_only = self._view_cache.appended_only(working)
+        token_count, _source, _estimated, kind = self._measure_working_tokens(working, budget, appended_only)
         if self._hooks is not None:
             await self._emit("context:token_meter", dict(self._last_token_meter_stats or {}))
         if self.compaction_strategy == COMPACTION_STRATEGY_SUMMARY:
