@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from . import envelope
 from . import evidence_text as et
 from .estimate import seq_of
 from .recall import NOTE as RECALL_NOTE
@@ -54,7 +55,7 @@ def source_lines(message: Message, arguments: bool = True) -> list[str]:
     for text in texts:
         for line in _scanned(text):
             if et.MIN_LINE_CHARS <= len(stripped := line.strip()) <= MAX_LINE_CHARS:
-                out.append(stripped)
+                out.append(envelope.neutralize_line(stripped))  # copied text never ends the ledger's envelope
     return list(dict.fromkeys(out))  # each line once
 
 
@@ -138,7 +139,7 @@ def ledger_text(lines: list[str], count: int, note: str = "") -> str:
     """The ledger's text: envelope, a preamble saying what it is (and ``note``, the recall tool's line
     when it is mounted), the kept lines in history order."""
     preamble = _PREAMBLE.format(count=count) + (f" {note}" if note else "")
-    return "\n".join([_OPEN, preamble, *lines, "</system-reminder>"])
+    return envelope.wrap(LEDGER_SOURCE, "\n".join([preamble, *lines]))
 
 
 def line_count(text: str) -> int:

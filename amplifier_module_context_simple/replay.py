@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .envelope import wrap
 from .tool_pairs import is_hook_injection
 
 REPLAY_ENVELOPE_SOURCE = "context-replay"
@@ -58,8 +59,7 @@ def replay_text(message: dict[str, Any]) -> str:
 def replay_message(text: str) -> dict[str, Any]:
     return {
         "role": "user",
-        "content": f'<system-reminder source="{REPLAY_ENVELOPE_SOURCE}">\n{_REPLAY_PREAMBLE}\n\n{text}\n'
-        "</system-reminder>",
+        "content": wrap(REPLAY_ENVELOPE_SOURCE, f"{_REPLAY_PREAMBLE}\n\n{text}"),  # the user's words end no envelope
         "metadata": {"source": REPLAY_ENVELOPE_SOURCE, "ephemeral": True},
     }
 
