@@ -32,6 +32,8 @@ def _escaped(match: re.Match[str]) -> str:
 
 def neutralize(text: str) -> str:
     """``text`` with every envelope tag's opening bracket escaped (idempotent: an escaped tag is no tag)."""
+    if "<" not in text and "\uff1c" not in text and "\ufe64" not in text:
+        return text  # no bracket, no tag: most lines, checked in C
     return ENVELOPE_TAG.sub(_escaped, text)
 
 
@@ -45,6 +47,8 @@ _OPENING_AT_END = re.compile(
 def neutralize_line(line: str) -> str:
     """One line of a body joined by newlines (the ledger's): :func:`neutralize`, and the bracket of a
     tag's start at its very end escaped too, so no two lines joined can form a tag."""
+    if "<" not in line and "\uff1c" not in line and "\ufe64" not in line:
+        return line
     return _OPENING_AT_END.sub(_escaped, neutralize(line))
 
 
