@@ -120,6 +120,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         self._counts_key: Any = None
         self._count_cache: CountCache | None = None
         self._derived: dict[tuple[int, str], tuple[Message, Any, Message]] = {}
+        self._evidence_reads: dict[int, tuple[Message, Any]] = {}  # the ledger's reading per _seq: evidence.py
         self._view_cache = ViewCache()
         self._repair_mirror = RepairMirror()
         self._ingress = IngressClipper()  # tool results over max_tool_result_bytes, clipped in the view
@@ -182,6 +183,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         self._next_seq += 1
         self.messages.append(stored)
         self._harvest_tool_names()
+        self._pre_read([stored])
 
     async def get_messages(self) -> list[Message]:
         """The full stored history (with ``_seq`` and timestamps), never compacted."""
@@ -202,6 +204,8 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         self._reset_tool_names()
         self._harvest_tool_names()
         self._reset_compaction_state()
+        self._evidence_reads = {}
+        self._pre_read(stored)
         self._measurement_stale = True  # the reading (kept, as in the original) measured another history
 
     async def clear(self) -> None:
@@ -210,6 +214,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         self._next_seq = 0
         self._reset_tool_names()
         self._spilled_paths = set()
+        self._evidence_reads = {}
         self._last_measured_prompt_tokens = None
         self._last_token_meter_stats = None
         self._reset_meter_usage()

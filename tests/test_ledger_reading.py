@@ -100,3 +100,35 @@ async def test_each_message_is_read_once(monkeypatch: pytest.MonkeyPatch) -> Non
             boundaries += ctx._last_compaction_stats is not before
         await ctx.add_message(message)
     assert boundaries >= 3 and len(reads) > 20 and max(reads.values()) == 1, (boundaries, reads.most_common(2))
+
+
+@pytest.mark.asyncio
+async def test_a_long_message_is_read_when_stored_so_no_boundary_reads_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In evidence mode a message with more than ``PRE_READ_CHARS`` of text is read as it is stored (and
+    by ``set_messages``; ``restore_state`` keeps the reading): the boundary that removes it reads none."""
+    from amplifier_module_context_simple.evidence import PRE_READ_CHARS
+
+    log = "\n".join(plain(4_000))
+    assert len(log) > PRE_READ_CHARS
+    analysed: list[int | None] = []
+    original = ledger_module.analyse
+    monkeypatch.setattr(ledger_module, "analyse", lambda m, arguments=True: analysed.append(seq_of(m)) or original(m))
+    ctx = SimpleContextManager(preset="evidence")
+    messages = deploy_session(plain(300) + [DEPLOY_ERROR] + plain(3_700, 300))
+    for message in messages[:4]:
+        await ctx.add_message(message)
+    assert analysed == [3]  # the long result, as it was stored; nothing else yet
+    for message in messages[4:]:
+        if message["role"] == "assistant":
+            await ctx.get_messages_for_request(token_budget=3_000)
+        await ctx.add_message(message)
+    await ctx.get_messages_for_request(token_budget=3_000)
+    assert 3 in ctx._removed_seqs and analysed.count(3) == 1
+    snapshot = ctx.snapshot_state()
+    resumed = SimpleContextManager(preset="evidence")
+    await resumed.set_messages(ctx.messages)
+    resumed.restore_state(snapshot)
+    # set_messages read it once more; restore_state's check of the snapshot's ledger reads the removed
+    # messages itself (an untrusted snapshot), and keeps the manager's reading.
+    assert analysed.count(3) == 3 and resumed._evidence_reads[3][1] == ctx._evidence_reads[3][1]
+    assert SimpleContextManager()._evidence_reads == {}  # off: nothing is read
