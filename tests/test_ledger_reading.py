@@ -72,7 +72,8 @@ def test_what_is_read_of_a_text() -> None:
     assert lines[:edge] == body[:edge] and lines[-edge:] == body[-edge:]
     middle = lines[edge:-edge]
     assert len(middle) == ledger_module.MAX_MIDDLE_LINES  # the first ones, in order, any case
-    assert middle == [line for line in body[edge:-edge] if line not in plain(10_000)][: len(middle)]
+    quiet = set(plain(5_000))
+    assert middle == [line for line in body[edge:-edge] if line not in quiet][: len(middle)]
     lone = read("\n".join(plain(3_000)) + "\nerror \ud800 here\n" + "\n".join(plain(3_000)))
     assert "error \ud800 here" in lone  # a lone surrogate is carried, not a crash
 
