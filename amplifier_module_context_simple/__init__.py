@@ -25,7 +25,6 @@ from .config import (
     TOKEN_METER_HYBRID,
     TOOL_RESULT_SHAPE_HEAD,
     TOOL_RESULT_SHAPE_HEAD_TAIL,
-    already_reported,
     parse_config,
 )
 from .manager import SimpleContextManager
@@ -45,9 +44,9 @@ from .summary_span import (
 )
 from .token_meter import METER_KIND_ESTIMATED, METER_KIND_NONE, METER_KIND_USAGE
 from .tool_results import TOOL_RESULT_CHARS_PER_TOKEN as _TOOL_RESULT_CHARS_PER_TOKEN
+from .version import PACKAGE_DIR, __version__
 
 __amplifier_module_type__ = "context"
-__version__ = "1.0.0"
 
 logger = logging.getLogger("amplifier_module_context_simple")
 
@@ -104,16 +103,19 @@ __all__ = [
     "_SUMMARY_METADATA_TYPE",
     "_TOOL_RESULT_CHARS_PER_TOKEN",
     "_is_real_user_message",
+    "__version__",
     "mount",
 ]
 
 
 async def mount(coordinator: Any, config: dict[str, Any] | None = None) -> Any:
     """Validate ``config``, mount a SimpleContextManager at ``context`` and return its cleanup."""
+    # The original shares this distribution and import name: say which copy runs (also in context:budget).
+    logger.info("context-simple: mounting amplifier_module_context_simple %s from %s", __version__, PACKAGE_DIR)
     options = parse_config(config)
     hooks = getattr(coordinator, "hooks", None)
-    with already_reported():  # parse_config() warned about every odd value once
-        context = SimpleContextManager(hooks=hooks, **{k: v for k, v in options.items() if k in DEFAULTS})
+    # Validated again by the constructor: a warning already said is not repeated (config.warn).
+    context = SimpleContextManager(hooks=hooks, **{k: v for k, v in options.items() if k in DEFAULTS})
     # Every option reached the constructor; the ones the config gave are the explicit ones.
     context.__dict__["_explicit_keys"] = {k for k in (config or {}) if k in DEFAULTS and k != "preset"}
     unregister = None

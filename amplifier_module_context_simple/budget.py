@@ -6,6 +6,7 @@ import logging
 from typing import Any, NamedTuple
 
 from .config import DefaultTokens
+from .version import __version__
 
 logger = logging.getLogger("amplifier_module_context_simple")
 
@@ -39,7 +40,8 @@ class BudgetReading(NamedTuple):
     effective_budget: int
 
     def payload(self) -> dict[str, Any]:
-        return self._asdict()
+        # module_version: which copy of the module runs (the original shares its name; version.py)
+        return {**self._asdict(), "module_version": __version__}
 
 
 def _window(window: Any, max_output: Any, reserve_fraction: float) -> Window:
@@ -144,6 +146,37 @@ def effective_budget(budget: int, reserve: int, notice_enabled: bool) -> int:
         )
         return budget
     return reduced
+
+
+def warn_over_budget(
+    level: int,
+    final_tokens: int,
+    budget: int,
+    system_tokens: int,
+    target: int,
+    protected_recent: float,
+    protected_tool_results: int,
+) -> None:
+    """The OVER BUDGET warning, naming what could not be reduced (the original's wording)."""
+    if system_tokens > budget:
+        cause = f"the system prompt ALONE is {system_tokens:,} tokens, an un-reducible floor"
+    else:
+        cause = (
+            "what no level may reduce does not fit: the protected floor (system messages, first and last "
+            f"user message, protected_recent={protected_recent:.0%}, "
+            f"protected_tool_results={protected_tool_results}), tool groups reaching into it, and "
+            "content no level rewrites (results of exempt tools, non-text results)"
+        )
+    logger.warning(
+        "context-simple: Compaction finished OVER BUDGET at level %d: %s tokens against a budget of %s "
+        "(%.0f%% of budget, target %s); %s",
+        level,
+        f"{final_tokens:,}",
+        f"{budget:,}",
+        100 * final_tokens / budget if budget > 0 else 0.0,
+        f"{target:,}",
+        cause,
+    )
 
 
 class BudgetMixin:

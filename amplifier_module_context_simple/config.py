@@ -2,24 +2,38 @@
 
 The defaults table is the README's. This is a drop-in replacement, so every value the original
 module accepts and runs with is accepted here too: an odd one (a target at or above the threshold,
-a fraction outside [0, 1], a negative count) gets one warning naming the key, the value and what
-follows, and the original's behaviour. ``ValueError`` is kept for what cannot work at all: a wrong
-type or a non-finite number that would fail later, mid-session.
+a fraction outside [0, 1], a negative count, a misspelled name, a number written as a string) gets
+one warning naming the key, the value and what follows, and the original's behaviour or the key's
+documented fallback. ``ValueError`` is kept for what cannot work at all: a wrong type or a non-finite
+number that would fail later, mid-session.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-import difflib
 import logging
 import math
-import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from .config_base import bad_value as _bad
+from .config_base import closest_name
+from .config_base import collected_warnings as collected_warnings  # re-exported: config is the public place
+from .config_base import is_int as _is_int
+from .config_base import is_number as _is_number
+from .config_base import reset_warnings as reset_warnings
+from .config_base import warn as warn
+from .config_words import (
+    auto_compact,
+    boolean,
+    choice,
+    counter_spec,
+    exempt_tools,
+    notice_verbosity,
+    optional_text,
+    preset_name,
+    spill_dir,
+)
 from .presets import preset_settings
-from .token_counter import resolve_counter
 
 logger = logging.getLogger("amplifier_module_context_simple")
 
@@ -103,39 +117,44 @@ DEFAULTS: dict[str, Any] = {
     # The newest user messages within this share of the budget are never stubbed (presets set it).
     "user_words_share": 0.0,
     "preset": None,
+    # Carried by amplifier-foundation's standard bundles (auto_compact: true): accepted and changes nothing,
+    # since this module compacts each request's view whenever it is over the threshold (as the original).
+    "auto_compact": True,
 }
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return (_is_int(value) or isinstance(value, float)) and math.isfinite(value)
-
-
-def _bad(key: str, value: Any, allowed: str) -> ValueError:
-    return ValueError(f"context-simple: invalid {key}={value!r}; allowed: {allowed}")
-
-
-# Set while mount() builds the manager from options parse_config() already checked and reported.
-_REPORTED = contextvars.ContextVar("context_simple_config_reported", default=False)
-
-
-@contextlib.contextmanager
-def already_reported() -> Iterator[None]:
-    """Validate again without repeating the warnings (mount: parse_config, then the constructor)."""
-    token = _REPORTED.set(True)
+def _number_in(text: str) -> int | float | None:
+    """The finite number a string spells ("5000", " 0.5 ", "1e3"), else None."""
     try:
-        yield
-    finally:
-        _REPORTED.reset(token)
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        number = float(text)
+    except ValueError:
+        return None
+    return number if math.isfinite(number) else None
 
 
-def warn(message: str, *args: Any) -> None:
-    """One configuration warning; silent while the same options are validated a second time."""
-    if not _REPORTED.get():
-        logger.warning("context-simple: " + message, *args)
+def _read_number(key: str, value: Any) -> Any:
+    """A string that reads as a finite number is that number, said once (YAML and environment variables
+    often quote numbers); anything else is returned as given, for the key's own rule."""
+    if not isinstance(value, str):
+        return value
+    number = _number_in(value)
+    if number is None:
+        return value
+    warn("%s=%r is a string; read as the number %r", key, value, number)
+    return number
+
+
+def _numeric(check: Callable[[str, Any], Any]) -> Callable[[str, Any], Any]:
+    """A numeric key's validator that first reads a number written as a string."""
+
+    def read(key: str, value: Any) -> Any:
+        return check(key, _read_number(key, value))
+
+    return read
 
 
 def _int_at_least(low: int) -> Callable[[str, Any], int]:
@@ -236,98 +255,13 @@ def _protected_share(key: str, value: Any) -> float:
     return min(1.0, max(0.0, _share(key, value)))
 
 
-# One rule for every boolean key: real bools, and the words YAML users write (never truthiness).
-_BOOLEAN_WORDS = {
-    "true": True,
-    "yes": True,
-    "on": True,
-    "1": True,
-    "false": False,
-    "no": False,
-    "off": False,
-    "0": False,
-}
-
-
-def _boolean(key: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    if _is_int(value) and value in (0, 1):
-        return bool(value)
-    word = _BOOLEAN_WORDS.get(value.strip().lower()) if isinstance(value, str) else None
-    if word is None:
-        # The original read any value by truthiness and ran: so does this, but says so.
-        word = bool(value)
-        warn(
-            '%s=%r is not true or false (or "yes"/"no", "on"/"off", "1"/"0"); read as %s by truthiness',
-            key,
-            value,
-            word,
-        )
-    return word
-
-
-def _optional_str(key: str, value: Any) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value:
-        raise _bad(key, value, "a non-empty string or null")
-    return value
-
-
-NOTICE_VERBOSITIES = ("minimal", "normal", "verbose")
-
-
-def closest_name(name: Any, choices: Any, cutoff: float) -> str | None:
-    """The known name a misspelled one most likely meant (every "did you mean" of this module)."""
-    close = difflib.get_close_matches(str(name), [str(c) for c in choices], n=1, cutoff=cutoff)
-    return close[0] if close else None
-
-
-def _closest(value: Any, choices: Any) -> str:
-    close = closest_name(value, choices, 0.6)
-    return f" (did you mean {close!r}?)" if close else ""
-
-
-def _verbosity(key: str, value: Any) -> str:
-    # The original accepts any value and renders the full notice for everything but "minimal": so
-    # does this module, but a typo such as "minimall" is named instead of passing in silence.
-    if value not in NOTICE_VERBOSITIES:
-        warn(
-            "%s=%r is unknown%s; the full notice is shown (valid: %s)",
-            key,
-            value,
-            _closest(value, NOTICE_VERBOSITIES),
-            ", ".join(NOTICE_VERBOSITIES),
-        )
-        return "normal"
-    return value
-
-
-def _choice(choices: tuple[str, ...], fallback: str, label: str) -> Callable[[str, Any], str]:
-    def check(key: str, value: Any) -> str:
-        if value in choices:
-            return value
-        warn(
-            "unknown %s %r%s; falling back to %r (valid: %s)",
-            label,
-            value,
-            _closest(value, choices),
-            fallback,
-            ", ".join(choices),
-        )
-        return fallback
-
-    return check
+_SUMMARY_CALL_MODES = (SUMMARY_CALL_MODE_STANDALONE, SUMMARY_CALL_MODE_FORK)
 
 
 def _summary_call_mode(key: str, value: Any) -> str:
     if value == "inline":  # documented alias of standalone, silently accepted
         return SUMMARY_CALL_MODE_STANDALONE
-    if value in (SUMMARY_CALL_MODE_STANDALONE, SUMMARY_CALL_MODE_FORK):
-        return value
-    warn("unknown summary_call_mode %r; falling back to 'standalone'", value)
-    return SUMMARY_CALL_MODE_STANDALONE
+    return choice(_SUMMARY_CALL_MODES, SUMMARY_CALL_MODE_STANDALONE, "summary_call_mode")(key, value)
 
 
 def _max_skips(key: str, value: Any) -> int:
@@ -368,7 +302,8 @@ def _budget_by_tool(key: str, value: Any) -> dict[str, int]:
         warn("tool_result_budget_by_tool=%r is not a mapping; ignored", value)
         return {}
     kept: dict[str, int] = {}
-    for name, budget in value.items():
+    for name, entry in value.items():
+        budget = _read_number(f"tool_result_budget_by_tool[{name!r}]", entry)
         if isinstance(name, str) and name and _is_int(budget) and budget >= 1:
             kept[name] = budget
         else:
@@ -378,33 +313,6 @@ def _budget_by_tool(key: str, value: Any) -> dict[str, int]:
                 budget,
             )
     return kept
-
-
-def _exempt_tools(key: str, value: Any) -> frozenset[str]:
-    if value is None:
-        return frozenset()
-    if isinstance(value, str):
-        return frozenset([value])
-    try:
-        names = list(value)
-    except TypeError:
-        raise _bad(key, value, "a list of tool names") from None
-    if not all(isinstance(name, str) for name in names):
-        raise _bad(key, value, "a list of tool names (strings)")
-    return frozenset(names)
-
-
-def _spill_dir(key: str, value: Any) -> str | None:
-    if value is None:
-        return None
-    try:
-        text = os.fsdecode(os.fspath(value))  # bytes are decoded, never written as "b'...'"
-    except TypeError:
-        raise _bad(key, value, "a directory path or null") from None
-    if not text:
-        raise _bad(key, value, "a non-empty directory path or null")
-    # Resolved once, here: the pointers given to the model must not follow later chdir() calls.
-    return os.path.abspath(text)
 
 
 def _clear_at_least(key: str, value: Any) -> Any:
@@ -421,31 +329,6 @@ def _clear_at_least(key: str, value: Any) -> Any:
     if number < 0:
         warn("compact_clear_at_least=%r is negative; disabled (0 and below mean off)", value)
     return value
-
-
-_COUNTER_PROBE = {"role": "user", "content": "token counter probe"}
-
-
-def _token_counter(key: str, value: Any) -> Any:
-    if value is None:
-        return "estimate"
-    if callable(value):
-        try:  # a counter that cannot count fails here, at mount, not on the first request
-            probe = value(dict(_COUNTER_PROBE))
-        except Exception as exc:
-            raise _bad(key, value, f"a callable that counts a message (it raised {type(exc).__name__}: {exc})") from exc
-        if not _is_int(probe) or probe < 0:
-            raise _bad(key, value, f"a callable returning an int >= 0 (it returned {probe!r})")
-        return value
-    if isinstance(value, str) and value in ("estimate", "content"):
-        return value
-    if isinstance(value, str) and value.startswith("tiktoken:"):
-        try:  # load the encoding now: a live assignment must fail here, not on every later request
-            resolve_counter(value)
-        except Exception as exc:
-            raise _bad(key, value, f'"tiktoken:ENCODING" with an encoding that loads ({exc})') from exc
-        return value
-    raise _bad(key, value, '"estimate", "content", "tiktoken:ENCODING" or a callable')
 
 
 def _optional_fraction(key: str, value: Any) -> float | None:
@@ -465,57 +348,80 @@ def _absorb_floor(key: str, value: Any) -> int | float:
     raise _bad(key, value, "0 (off), an integer of tokens >= 1, or a fraction of the budget in (0, 1)")
 
 
-def _max_messages(key: str, value: Any) -> int | None:
-    if value is None:
-        return None
-    return _int_at_least(2)(key, value)
-
-
-def _preset(key: str, value: Any) -> str | None:
-    preset_settings(value)  # raises, naming the known presets
+def _max_messages(key: str, value: Any) -> Any:
+    """Accepted and ignored, whatever its value (the original's README example sets it)."""
+    if value is not None and not (_is_int(value) and value >= 1):
+        warn("%s=%r is not a number of messages >= 1; ignored anyway (token budgets govern views)", key, value)
     return value
 
 
 _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
+    "auto_compact": auto_compact,
     "max_tokens": _max_tokens,
     "compact_threshold": _fraction(low_open=True, effect="at or below 0 every request compacts, above 1 none fits"),
     "target_usage": _fraction(low_open=True, effect="the ladder cuts down to this share of the budget"),
     "protected_recent": _protected_share,
     "protected_tool_results": _int_clamped(0, "no tool result is protected from truncation"),
     "truncate_chars": _int_clamped(0, "a truncated result keeps no characters of its head"),
-    "compaction_notice_enabled": _boolean,
+    "compaction_notice_enabled": boolean,
     "compaction_notice_token_reserve": _int_clamped(0, "no tokens are reserved for the notice"),
-    "compaction_notice_verbosity": _verbosity,
+    "compaction_notice_verbosity": notice_verbosity,
     "compaction_notice_min_level": _int_clamped(0, "every compaction gets a notice"),
     "output_reserve_fraction": _fraction(low_open=False, effect="the share of max_output_tokens kept for output"),
-    "token_meter": _choice(TOKEN_METER_MODES, TOKEN_METER_ESTIMATE, "token_meter"),
-    "token_counter": _token_counter,
+    "token_meter": choice(TOKEN_METER_MODES, TOKEN_METER_ESTIMATE, "token_meter"),
+    "token_counter": counter_spec,
     "compact_clear_at_least": _clear_at_least,
     "compact_max_consecutive_skips": _max_skips,
-    "compaction_strategy": _choice(COMPACTION_STRATEGIES, COMPACTION_STRATEGY_PROGRESSIVE, "compaction_strategy"),
+    "compaction_strategy": choice(COMPACTION_STRATEGIES, COMPACTION_STRATEGY_PROGRESSIVE, "compaction_strategy"),
     "summary_trigger": _fraction(low_open=True, effect="the share of the budget that starts a summary"),
     "summary_call_mode": _summary_call_mode,
-    "summarization_model": _optional_str,
-    "summarization_prompt_path": _optional_str,
+    "summarization_model": optional_text,
+    "summarization_prompt_path": optional_text,
     "summarization_timeout_s": _timeout,
     "summary_rearm_below": _optional_fraction,
     "summary_cooldown_requests": _int_at_least(0),
     "summary_min_absorb_tokens": _absorb_floor,
     "tool_result_budget_tokens": _tool_budget,
-    "tool_result_shape": _choice(TOOL_RESULT_SHAPES, TOOL_RESULT_SHAPE_HEAD, "tool_result_shape"),
+    "tool_result_shape": choice(TOOL_RESULT_SHAPES, TOOL_RESULT_SHAPE_HEAD, "tool_result_shape"),
     "tool_result_budget_by_tool": _budget_by_tool,
-    "tool_result_exempt_tools": _exempt_tools,
-    "tool_result_spill_dir": _spill_dir,
-    "replay_last_user_on_compaction": _boolean,
+    "tool_result_exempt_tools": exempt_tools,
+    "tool_result_spill_dir": spill_dir,
+    "replay_last_user_on_compaction": boolean,
     "max_messages": _max_messages,
     "max_tokens_fallback": _fallback_tokens,
     "max_tool_result_bytes": _result_bytes,
     "evidence_ledger_share": _strict_fraction(high=0.9),
-    "evidence_ledger_segments": _boolean,
-    "recall_tool": _boolean,
+    "evidence_ledger_segments": boolean,
+    "recall_tool": boolean,
     "user_words_share": _strict_fraction(high=0.9),
-    "preset": _preset,
+    "preset": preset_name,
 }
+# One rule for every numeric key: a number written as a string is that number (with a warning).
+NUMERIC_KEYS = (
+    "max_tokens",
+    "compact_threshold",
+    "target_usage",
+    "protected_recent",
+    "protected_tool_results",
+    "truncate_chars",
+    "compaction_notice_token_reserve",
+    "compaction_notice_min_level",
+    "output_reserve_fraction",
+    "compact_clear_at_least",
+    "compact_max_consecutive_skips",
+    "summary_trigger",
+    "summarization_timeout_s",
+    "summary_rearm_below",
+    "summary_cooldown_requests",
+    "summary_min_absorb_tokens",
+    "tool_result_budget_tokens",
+    "max_messages",
+    "max_tokens_fallback",
+    "max_tool_result_bytes",
+    "evidence_ledger_share",
+    "user_words_share",
+)
+_VALIDATORS.update({key: _numeric(_VALIDATORS[key]) for key in NUMERIC_KEYS})
 
 
 def _check_consistency(options: Mapping[str, Any]) -> None:
@@ -565,10 +471,9 @@ def parse_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
         )
     unknown = sorted((key for key in config if key not in DEFAULTS), key=str)
     if unknown:
-        names = ", ".join(map(_suggestion, unknown))
-        logger.warning("context-simple: ignoring unknown config keys: %s", names)
-    known = {key: value for key, value in config.items() if key in DEFAULTS}
-    options = {**DEFAULTS, **preset_settings(known.get("preset")), **normalize_options(known)}
+        warn("ignoring unknown config keys: %s", ", ".join(map(_suggestion, unknown)))
+    normalized = normalize_options({key: value for key, value in config.items() if key in DEFAULTS})
+    options = {**DEFAULTS, **preset_settings(normalized.get("preset")), **normalized}
     _check_consistency(options)
     return options
 

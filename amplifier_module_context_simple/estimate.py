@@ -28,7 +28,7 @@ def image_tokens(block: dict[str, Any]) -> int:
 
 
 def _is_image(block: Any) -> bool:
-    return type(block) is dict and block.get("type") in IMAGE_BLOCK_TYPES
+    return isinstance(block, dict) and block.get("type") in IMAGE_BLOCK_TYPES
 
 
 def _without_images(content: list[Any], costs: list[int]) -> list[Any] | None:
@@ -39,7 +39,7 @@ def _without_images(content: list[Any], costs: list[int]) -> list[Any] | None:
         if _is_image(block):
             costs.append(image_tokens(block))
             block, found = {"type": block["type"]}, True
-        elif type(block) is dict and type(block.get("content")) is list:
+        elif isinstance(block, dict) and isinstance(block.get("content"), list):
             inner = _without_images(block["content"], costs)
             if inner is not None:
                 block, found = {**block, "content": inner}, True
@@ -50,8 +50,8 @@ def _without_images(content: list[Any], costs: list[int]) -> list[Any] | None:
 def estimate_message(message: Any) -> int:
     """The original estimator for one message, a quarter of its Python repr's length, except that an
     image block is sized as an image (its base64 payload is not text the model reads)."""
-    content = message.get("content") if type(message) is dict else None
-    if type(content) is list:
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, list):
         costs: list[int] = []
         stripped = _without_images(content, costs)
         if stripped is not None:
@@ -105,7 +105,7 @@ class CountCache:
 
     def count(self, message: dict[str, Any]) -> int:
         metadata = message.get("metadata")
-        seq = metadata.get(SEQ_KEY) if type(metadata) is dict else None
+        seq = metadata.get(SEQ_KEY) if isinstance(metadata, dict) else None
         if seq is None:
             return self._count_unstamped(message)
         slots = self._rewritten if ("_truncated" in message or "_stubbed" in message) else self._stored

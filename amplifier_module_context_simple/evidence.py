@@ -19,7 +19,7 @@ from . import ledger_segments as segs
 from .estimate import seq_of
 from .ladder import LadderPlan, plan_compaction
 from .recall import NOTE as RECALL_NOTE
-from .recall import is_recall_message, recall_call_ids
+from .recall import recall_traffic
 from .replay import is_real_user_message
 
 Message = dict[str, Any]
@@ -38,6 +38,12 @@ class EvidenceMixin:
         share = self.evidence_ledger_share
         ladder_args = (self.protected_recent, self.protected_tool_results, self._ladder_ops(), user_words)
         if share <= 0:
+            if self._ledger is not None or self._ledger_segments:
+                # The ledger was turned off (preset = None, a snapshot restored into the default): what it
+                # recorded leaves at this boundary, whole and for good, instead of being removed by the
+                # ladder unrecorded and put back by the next request.
+                working = [m for m in working if not ledger.is_ledger(m)]
+                self._ledger, self._ledger_segments = None, ()
             return plan_compaction(working, system_tokens, target, *ladder_args)
         working = [m for m in working if not ledger.is_ledger(m)]  # re-decided below
         plan = plan_compaction(working, system_tokens, target - int(target * share), *ladder_args)
@@ -75,8 +81,8 @@ class EvidenceMixin:
         new = {q for q in gone if q >= start or q not in before}  # with those that reach back, if any
         gone_messages = [m for m in self.messages if seq_of(m) in new and m.get("role") != "system"]
         if self._recall_mounted:  # a recall's results are copies of other messages: never ledger lines
-            own = recall_call_ids(self.messages)
-            gone_messages = [m for m in gone_messages if not is_recall_message(m, own)]
+            own = recall_traffic(self.messages)
+            gone_messages = [m for m in gone_messages if seq_of(m) not in own]
         shown = segs.known_lines(kept)
         for line in shown:
             known |= et.distinctive_tokens(line)

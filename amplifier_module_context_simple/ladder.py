@@ -11,7 +11,7 @@ tool group as one unit.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,8 +57,19 @@ def protected_tool_indices(messages: list[Message], keep: int) -> set[int]:
     return last_results([i for i, m in enumerate(messages) if m.get("role") == "tool"], keep)
 
 
+def _is_text_block(block: Any) -> bool:
+    return isinstance(block, dict) and isinstance(block.get("text"), str)
+
+
 def _block_text(content: list[Any]) -> str:
-    return "\n".join(b["text"] for b in content if isinstance(b, dict) and isinstance(b.get("text"), str))
+    return "\n".join(b["text"] for b in content if _is_text_block(b))
+
+
+def kept_whole(message: Message) -> bool:
+    """A message holding a block that is not text (an image, a document, audio): a stub would drop it,
+    so it is kept or removed whole, never stubbed as text."""
+    content = message.get("content")
+    return isinstance(content, list) and not all(map(_is_text_block, content))
 
 
 def content_chars(content: Any) -> int:
@@ -67,7 +78,7 @@ def content_chars(content: Any) -> int:
         return len(content)
     if not isinstance(content, list):
         return 0
-    other = sum(len(str(b)) for b in content if not (isinstance(b, dict) and isinstance(b.get("text"), str)))
+    other = sum(len(str(b)) for b in content if not _is_text_block(b))
     return len(_block_text(content)) + other
 
 
@@ -239,6 +250,7 @@ class _Run:
             self.ops.is_real_user(message)
             and not message.get("_stubbed")
             and isinstance(content, str | list)
+            and not kept_whole(message)
             and content_chars(content) > STUB_MIN_CHARS
         )
 
@@ -255,7 +267,8 @@ class _Run:
                 self._stub(index)
 
     def last_resort(self, protected_recent: float) -> None:
-        """Level 8: stub the first user message, then drop old stubs (never the first message)."""
+        """Level 8: stub the first user message, then drop old stubs and old user messages that are kept
+        whole instead of stubbed (never the first or last user message, nor the user's kept words)."""
         first_user, last_user = self.user_bounds()
         kept = self.kept_words() if self.user_words > 0 else set()
         if first_user not in (None, last_user, *kept) and self._stubbable(self.messages[first_user]):
@@ -267,10 +280,43 @@ class _Run:
         for index, message in enumerate(self.messages[:boundary]):
             if self.fits():
                 break
-            if message.get("_stubbed") and index not in (first_user, last_user):
+            whole = index not in kept and self.ops.is_real_user(message) and kept_whole(message)
+            if (message.get("_stubbed") or whole) and index not in (first_user, last_user):
                 doomed.add(index)
                 self.total -= self.ops.count(message)
         self._drop(doomed)
+
+
+def apply_decisions(
+    non_system: list[Message],
+    removed: Container[int],
+    truncated: Container[int],
+    stubbed: Container[int],
+    truncate: Callable[[Message], Message],
+    stub: Callable[[Message], Message],
+) -> list[Message]:
+    """``non_system`` with the recorded decisions replayed: removed messages left out, with the tool
+    results that follow them (repair-made, or stored after the ladder removed their call: never an
+    orphan), truncated and stubbed ones rewritten by ``truncate`` and ``stub``."""
+    working = []
+    dropping = False  # the last stored message was removed: the results that follow it go with it
+    for message in non_system:
+        if dropping and message.get("role") == "tool":
+            continue
+        metadata = message.get("metadata")  # seq_of, inlined: this loop runs over the whole history
+        seq = metadata.get("_seq") if isinstance(metadata, dict) else None
+        if seq is None:
+            working.append(message)
+            continue
+        dropping = seq in removed
+        if dropping:
+            continue
+        if seq in truncated:
+            message = truncate(message)
+        elif seq in stubbed:
+            message = stub(message)
+        working.append(message)
+    return working
 
 
 def plan_compaction(

@@ -7,26 +7,42 @@ the one rule of presets: explicit keys always win.
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .config import _PAIRED, _VALIDATORS, DEFAULTS, _check_consistency, closest_name, normalize_options
+from .config import _PAIRED, _VALIDATORS, DEFAULTS, _check_consistency, normalize_options
+from .config_base import closest_name, warn
 from .presets import preset_settings
-
-logger = logging.getLogger("amplifier_module_context_simple")
+from .tool_results import spill_dir_problem
 
 
 def _warn_missing_prompt(owner: Any, path: str | None) -> None:
     """Warn once per configured path that cannot be read; the summary call then falls back quietly."""
     if path is not None and not os.path.isfile(path):
-        logger.warning("context-simple: summarization_prompt_path %r is not a readable file; using the default", path)
+        warn("summarization_prompt_path %r is not a readable file; using the default", path)
         owner._prompt_path_reported = path
 
 
+def _warn_unusable_spill_dir(owner: Any, path: str | None) -> None:
+    """Say at mount (or assignment) that spill files cannot be written there, instead of once per
+    truncated result later; the writes that then fail are counted, not logged again (tool_results.py)."""
+    problem = spill_dir_problem(path) if path is not None else None
+    if problem is not None:
+        warn(
+            "tool_result_spill_dir %r cannot be used (%s); truncated results still name their spill file, "
+            "and each failed write is counted in fault_stats['spill_write_failures']",
+            path,
+            problem,
+        )
+        owner._spill_failure_reported = path
+
+
 # Checks of the environment (not of the value) run once per assignment, on the instance.
-_AFTER_SET: dict[str, Callable[[Any, Any], None]] = {"summarization_prompt_path": _warn_missing_prompt}
+_AFTER_SET: dict[str, Callable[[Any, Any], None]] = {
+    "summarization_prompt_path": _warn_missing_prompt,
+    "tool_result_spill_dir": _warn_unusable_spill_dir,
+}
 
 
 class _LiveOption:
@@ -65,15 +81,15 @@ class LiveOptions:
     """Base class whose config attributes (every key of the table) are validated when assigned."""
 
     _prompt_path_reported: str | None = None
+    _spill_failure_reported: str | None = None  # the spill directory whose write failures were reported
 
     def __setattr__(self, name: str, value: Any) -> None:
         # A misspelled key (ctx.target_usgae = 0.3) would silently create an attribute nothing reads.
         if name[0] != "_" and name not in self.__dict__ and not hasattr(type(self), name):
             close = closest_name(name, _VALIDATORS, 0.8)
             if close and name != "messages":
-                logger.warning(
-                    "context-simple: %s is not a configuration key (did you mean %s?); "
-                    "the assignment sets an attribute nothing reads",
+                warn(
+                    "%s is not a configuration key (did you mean %s?); the assignment sets an attribute nothing reads",
                     name,
                     close,
                 )

@@ -8,7 +8,6 @@ clear_at_least, notice, summary); this class keeps the state and reads top to bo
 
 from __future__ import annotations
 
-import copy
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -16,16 +15,19 @@ from datetime import UTC, datetime
 from typing import Any
 
 from . import clear_at_least as cal
-from .budget import BudgetMixin, BudgetReading, effective_budget
+from .budget import BudgetMixin, BudgetReading, effective_budget, warn_over_budget
 from .config import COMPACTION_STRATEGY_SUMMARY, DEFAULTS, check_token_budget, parse_clear_at_least
+from .decisions import Decisions, install
 from .estimate import CountCache, estimate_tokens, seq_of
 from .evidence import EvidenceMixin
 from .ingress import IngressClipper
 from .instructions import hoist_all, is_injected_instruction, split_instructions
-from .ladder import LadderOps, last_results
+from .ladder import LadderOps, apply_decisions, last_results
 from .live_options import LiveOptions
 from .notice import INJECTIONS_REMOVED_KEY, RECENT_RESULTS_REMOVED_KEY, notice_message, removed_recent_results
 from .presets import apply_preset
+from .recall_search import MessageTexts
+from .repair import describe_repair
 from .repair_mirror import RepairMirror
 from .replay import build_replay, is_real_user_message
 from .state import apply_snapshot, build_snapshot, validate_snapshot
@@ -36,11 +38,15 @@ from .tool_pairs import in_flight_start, is_hook_injection
 from .tool_results import ToolResultMixin
 from .validation import validate_message
 from .view_cache import ViewCache
+from .wire_copy import Guard, history_list, stored_copy
 
 logger = logging.getLogger("amplifier_module_context_simple")
 
 Message = dict[str, Any]
 _D = DEFAULTS
+# A request starts again when the history is replaced while it awaits; this many times in a row is a
+# host replacing it from a hook on every request, which no view can follow.
+REQUEST_ATTEMPTS = 8
 # Every documented ``fault_stats`` key: present (0) from the start, so callers can index it.
 FAULT_KEYS = (
     "hook_emit_failures",
@@ -55,9 +61,11 @@ FAULT_KEYS = (
     "repair_duplicates_dropped",
     "evidence_failures",
     "recall_failures",
+    "restore_summaries_dropped",
 )
 
 
+@install  # the decisions about the current history, under the names callers rely on (decisions.py)
 class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMixin, ToolResultMixin, SummaryMixin):
     """In-memory context manager with sticky, cache-friendly, non-destructive compaction."""
 
@@ -103,13 +111,15 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         user_words_share: float = _D["user_words_share"],
         evidence_ledger_segments: bool = _D["evidence_ledger_segments"],
         recall_tool: bool = _D["recall_tool"],
+        auto_compact: bool = _D["auto_compact"],
     ) -> None:
         options = {k: v for k, v in locals().items() if k not in ("self", "hooks", "__class__")}
         self._apply_options(options)  # validated together; later assignments are validated one by one
         if self.max_messages is not None:
             logger.info("context-simple: max_messages is accepted and ignored (token budgets govern views)")
         self._hooks = hooks
-        self.messages: list[Message] = []
+        self._store_guard = Guard([])  # stored messages report in-place edits to it (wire_copy.py)
+        self.messages: list[Message] = history_list((), self._store_guard)
         self._next_seq = 0
         self._system_prompt_factory: Callable[[], Awaitable[str]] | None = None
         self._last_good_system_prompt: str | None = None
@@ -126,6 +136,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         self._ingress = IngressClipper()  # tool results over max_tool_result_bytes, clipped in the view
         self._tail_scan = TailScan()  # the hybrid tail, read from where the last request stopped
         self._recall_mounted = False  # mount() set context_recall up (recall.py): notice and ledger say so
+        self._recall_texts = MessageTexts()  # context_recall's text cache: dropped with the history
         self._escalation_allowed = True
         self._budget_reading: BudgetReading | None = None
         self._budget_reported: BudgetReading | None = None
@@ -138,33 +149,17 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
     # ----- state resets ------------------------------------------------------------------------
 
     def _reset_compaction_state(self) -> None:
-        """Forget every decision about the current history (``set_messages`` and ``clear``)."""
-        self._removed_seqs: set[int] = set()
-        self._truncated_seqs: set[int] = set()
-        self._stubbed_seqs: set[int] = set()
-        self._ledger: tuple[int, str, int] | None = None  # (anchor seq, text, removed count): evidence.py
-        self._ledger_segments: tuple[tuple[int, str, int, int], ...] = ()  # kept segments: ledger_segments.py
-        self._sticky_level = 0
-        self._hoist_limit: int | None = None  # instructions stored from this _seq on stay in place
-        self._last_compaction_stats: dict[str, Any] | None = None
-        self._last_replayed_boundary: tuple[int, int] | None = None
-        self._clear_at_least_skips = 0
+        """Forget every decision about the current history (``set_messages``, ``clear``, ``restore_state``):
+        a new :class:`Decisions`, so a request still running on the old one starts again (decisions.py)."""
+        self._decisions = Decisions()
         self._clear_at_least_pending: dict[str, Any] | None = None
         self._clear_at_least_last_refused = False
-        self._anchor_seq: int | None = None
-        self._anchor_estimate: int | None = None
-        self._last_sent_estimate: int | None = None
-        self._last_hybrid_tokens: int | None = None
-        self._last_hybrid_kind: str | None = None
-        self._last_hybrid_anchored: int | None = None
-        self._provenance_refusals = 0
-        self._provenance_overrides = 0
-        self._anchor_floor_fires = 0
         self._derived.clear()
         self._view_cache.invalidate()
         self._repair_mirror.reset(None)
         self._ingress.reset()
         self._tail_scan.reset()
+        self._recall_texts.clear()
         if self._count_cache is not None:
             self._count_cache.clear()
         self._reset_summary_state()
@@ -174,19 +169,19 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
     async def add_message(self, message: Message) -> None:
         """Store a copy of ``message`` stamped with a timestamp (if absent) and a permanent ``_seq``."""
         validate_message(message)
-        stored = copy.deepcopy(message)
-        metadata = dict(stored.get("metadata") or {})
+        metadata = dict(message.get("metadata") or {})
         if "timestamp" not in metadata:
             metadata["timestamp"] = datetime.now(UTC).isoformat(timespec="milliseconds")
         metadata["_seq"] = self._next_seq
-        stored["metadata"] = metadata
+        stored = stored_copy({**message, "metadata": metadata}, self._store_guard)
         self._next_seq += 1
         self.messages.append(stored)
         self._harvest_tool_names()
         self._pre_read([stored])
 
     async def get_messages(self) -> list[Message]:
-        """The full stored history (with ``_seq`` and timestamps), never compacted."""
+        """The full stored history (with ``_seq`` and timestamps), never compacted. Its messages are the
+        stored ones: an in-place edit (a redaction) makes the next request rebuild its view from them."""
         return list(self.messages)
 
     async def set_messages(self, messages: list[Message]) -> None:
@@ -195,22 +190,26 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
             raise TypeError(f"context-simple: set_messages expects a list, got {type(messages).__name__}")
         for index, message in enumerate(messages):
             validate_message(message, where=f"message {index}")
-        stored = []
-        for seq, message in enumerate(copy.deepcopy(messages)):
-            message["metadata"] = {**(message.get("metadata") or {}), "_seq": seq}
-            stored.append(message)
-        self.messages = stored
-        self._next_seq = len(stored)
+        self._store_guard = guard = Guard([])  # a message of the replaced history reports elsewhere
+        self.messages = history_list(
+            (
+                stored_copy({**m, "metadata": {**(m.get("metadata") or {}), "_seq": seq}}, guard)
+                for seq, m in enumerate(messages)
+            ),
+            guard,
+        )
+        self._next_seq = len(self.messages)
         self._reset_tool_names()
         self._harvest_tool_names()
         self._reset_compaction_state()
         self._evidence_reads = {}
-        self._pre_read(stored)
+        self._pre_read(self.messages)
         self._measurement_stale = True  # the reading (kept, as in the original) measured another history
 
     async def clear(self) -> None:
         """Empty the history and reset every piece of state (spill files are never deleted)."""
-        self.messages = []
+        self._store_guard = Guard([])
+        self.messages = history_list((), self._store_guard)
         self._next_seq = 0
         self._reset_tool_names()
         self._spilled_paths = set()
@@ -236,27 +235,76 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
 
     def snapshot_state(self) -> dict[str, Any]:
         """A versioned, JSON-safe dict of every decision that shapes future views, tied to this history."""
+        self._adopt_edits()  # the decisions the next request would hold
         return build_snapshot(self)
 
     def restore_state(self, state: Any) -> None:
-        """Adopt a snapshot after ``set_messages()`` of its history; else ValueError, nothing changed."""
-        apply_snapshot(self, validate_snapshot(state, self.messages))
+        """Adopt a snapshot after ``set_messages()`` of its history; else ValueError, nothing changed.
+        A pending summary is never adopted: dropped, logged and counted (the strategy asks again)."""
+        values = validate_snapshot(state, self.messages)
+        # Its text is the summarizer's: no check can tie it to the history (a ledger's lines are checked),
+        # and adopted it would be appended to the history and sent in every later view.
+        if values.pop("_pending_summary") is not None:
+            values["_summary_armed"] = True  # the summary it was armed for is gone
+            self._fault_counts["restore_summaries_dropped"] += 1
+            logger.warning("context-simple: restore_state dropped a pending summary (unverifiable text)")
+        apply_snapshot(self, values)
         self._measurement_stale = self._anchor_seq is None  # a reading with an anchor measured this history
 
     # ----- one request -------------------------------------------------------------------------
 
     async def get_messages_for_request(self, token_budget: int | None = None, provider: Any = None) -> list[Message]:
         """The view to send now: the history, compacted only if it no longer fits the budget."""
-        budget = self._calculate_budget(check_token_budget(token_budget), provider)
+        check_token_budget(token_budget)
+        for _attempt in range(REQUEST_ATTEMPTS):
+            self._adopt_edits()
+            view = await self._request_view(token_budget, provider)
+            if view is not None:
+                return view
+        raise RuntimeError(
+            "context-simple: the history was replaced (set_messages, clear, restore_state or an in-place edit) "
+            f"while each of {REQUEST_ATTEMPTS} attempts to build a view awaited a hook or the system prompt factory"
+        )
+
+    def _adopt_edits(self) -> None:
+        """After an in-place edit of the stored history (a redaction through ``get_messages()``), forget
+        every decision and cached copy, as ``set_messages`` of the edited history would (``_seq`` kept):
+        the next view is built from what is stored now, and nothing of the old text remains in it."""
+        if not self._store_guard.edited:
+            return
+        self._store_guard.edited = False  # the next edit reports again
+        self._store_guard.sink.clear()
+        logger.info("context-simple: a stored message was edited in place; views are rebuilt from the history")
+        self._reset_tool_names()
+        self._harvest_tool_names()
+        self._reset_compaction_state()
+        self._evidence_reads = {}  # what the ledger read of an edited message must not outlive the edit
+        self._pre_read(self.messages)
+        self._measurement_stale = True  # the reading measured the history before the edit
+
+    def _replaced(self, started: Decisions) -> bool:
+        """The history was replaced (or edited in place) since a request started on ``started``."""
+        return self._decisions is not started or self._store_guard.edited
+
+    async def _request_view(self, token_budget: int | None, provider: Any) -> list[Message] | None:
+        """One attempt at the view; None when the history was replaced while it awaited (a hook, the
+        prompt factory): it wrote nothing into the new history's decisions, and the caller starts again."""
+        started = self._decisions
+        budget = self._calculate_budget(token_budget, provider)
         await self._emit_budget_change()
         if self.compaction_strategy == COMPACTION_STRATEGY_SUMMARY and provider is not None:
             self._cached_provider = provider
         budget = effective_budget(budget, self.compaction_notice_token_reserve, self.compaction_notice_enabled)
-        working = await self._working_messages()
+        working = await self._working_list(started)
+        if working is None or self._replaced(started):
+            return None
+        working = self._repaired(working)
         appended_only = self._view_cache.appended_only(working)
         token_count, _source, _estimated, kind = self._measure_working_tokens(working, budget, appended_only)
         if self._hooks is not None:
             await self._emit("context:token_meter", dict(self._last_token_meter_stats or {}))
+            if self._replaced(started):
+                return None
         if self.compaction_strategy == COMPACTION_STRATEGY_SUMMARY:
             self._maybe_trigger_summary_compaction(token_count, budget)
         fire = self._should_compact(token_count, budget, kind)
@@ -274,19 +322,26 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
             compacted = await self._compact_ephemeral(budget, working)
         finally:
             self._escalation_allowed = True
+        if self._replaced(started):
+            return None  # its decisions went to the replaced history's object, with its events
         self._view_cache.note_base(working, compacted)
         return self._finalize_view(self._append_tail(compacted, budget))
 
-    async def _working_messages(self) -> list[Message]:
-        """The system prompt (factory or stored) and the history, repaired for the provider."""
+    async def _working_list(self, started: Decisions) -> list[Message] | None:
+        """The system prompt (factory or stored) and the history, without a tool group still in flight;
+        None when the history was replaced while the factory ran."""
         prompt = await self._system_prompt() if self._system_prompt_factory is not None else None
+        if self._replaced(started):
+            return None  # before the view cache counts this request as one reading its list
         self._ingress.limit = self.max_tool_result_bytes
         working = self._view_cache.working(self.messages, prompt, _kept_with_factory, self._ingress)
         for payload in self._ingress.take_pending():
             await self._emit("context:tool_result_ingress_truncated", payload)
         start = in_flight_start(working)
-        if start is not None:
-            working = working[:start]
+        return working if start is None else working[:start]
+
+    def _repaired(self, working: list[Message]) -> list[Message]:
+        """``working`` repaired for the provider (repair.py), noted for the view cache."""
         repaired, rewritten = self._repair(working)
         return self._view_cache.note_repair(repaired, rewritten)
 
@@ -310,7 +365,9 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
     def _repair(self, working: list[Message]) -> tuple[list[Message], bool]:
         """The view repaired for the provider, and whether an earlier repaired view changed other than
         by appends; only what was appended since the last settled point is read (repair_mirror.py)."""
-        repaired, report, rewritten = self._repair_mirror.repair(working, shared=self._view_cache.shared())
+        synthetic = self._synthetic_calls
+        repaired, report, rewritten = self._repair_mirror.repair(working, self._view_cache.shared(), synthetic)
+        synthetic.update(report.synthetic_calls)  # they stand in every later view (repair.py)
         if not report.broken:
             return repaired, rewritten  # unchanged, or only hook messages moved after their group: no fault
         self._fault_counts["repair_synthetic_results"] += report.synthetic_results
@@ -320,7 +377,10 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         key = ("repair", report.synthetic_results, report.orphans_dropped, report.duplicates_dropped)
         if key not in self._reported_repairs:
             self._reported_repairs.add(key)
-            logger.warning("context-simple: repaired a broken tool-call history in the view (%s)", report)
+            logger.warning(
+                "context-simple: repaired a broken tool-call history in the view (stored history unchanged): %s",
+                describe_repair(working, synthetic),
+            )
         return repaired, rewritten
 
     def _finalize_view(self, view: list[Message]) -> list[Message]:
@@ -433,28 +493,13 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         return message if seq_of(message) is None else self._truncate_tool_result(message)
 
     def _apply_sticky_decisions(self, non_system: list[Message]) -> list[Message]:
-        """Replay every recorded decision, with the same bytes as when it was made."""
+        """Replay every recorded decision, with the same bytes as when it was made (ladder.py)."""
         removed, truncated, stubbed = self._removed_seqs, self._truncated_seqs, self._stubbed_seqs
         if not (removed or truncated or stubbed):
             return list(non_system)
-        working = []
-        dropping = False  # the last stored message was removed: its repair-made results go with it
-        for message in non_system:
-            metadata = message.get("metadata")  # seq_of, inlined: this loop runs over the whole history
-            seq = metadata.get("_seq") if type(metadata) is dict else None
-            if seq is None:
-                if not (dropping and message.get("role") == "tool"):
-                    working.append(message)
-                continue
-            dropping = seq in removed
-            if dropping:
-                continue
-            if seq in truncated:
-                message = self._truncate_tool_result(message)
-            elif seq in stubbed:
-                message = self._stub_user_message(message)
-            working.append(message)
-        return working
+        return apply_decisions(
+            non_system, removed, truncated, stubbed, self._truncate_tool_result, self._stub_user_message
+        )
 
     def _sticky_snapshot(self) -> tuple[frozenset[int], frozenset[int], frozenset[int]]:
         return frozenset(self._removed_seqs), frozenset(self._truncated_seqs), frozenset(self._stubbed_seqs)
@@ -502,7 +547,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         }
         if self.compaction_strategy == COMPACTION_STRATEGY_SUMMARY:
             stats["messages_absorbed_by_summary"] = self._summary_absorbed_count
-        if removed := removed_recent_results(self.messages, final, self.protected_tool_results):
+        if removed := removed_recent_results(self.messages, final, self.protected_tool_results, self._synthetic_calls):
             stats[RECENT_RESULTS_REMOVED_KEY] = removed  # the notice must not claim them
         if injections := self._injections_removed():
             stats[INJECTIONS_REMOVED_KEY] = injections  # nor "all system messages"
@@ -524,25 +569,8 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         return sum(1 for m in self.messages if is_injected_instruction(m) and seq_of(m) in removed) if removed else 0
 
     def _warn_over_budget(self, level: int, final_tokens: int, budget: int, system_tokens: int, target: int) -> None:
-        if system_tokens > budget:
-            cause = f"the system prompt ALONE is {system_tokens:,} tokens, an un-reducible floor"
-        else:
-            cause = (
-                "what no level may reduce does not fit: the protected floor (system messages, first and last "
-                f"user message, protected_recent={self.protected_recent:.0%}, "
-                f"protected_tool_results={self.protected_tool_results}), tool groups reaching into it, and "
-                "content no level rewrites (results of exempt tools, non-text results)"
-            )
-        logger.warning(
-            "context-simple: Compaction finished OVER BUDGET at level %d: %s tokens against a budget of %s "
-            "(%.0f%% of budget, target %s); %s",
-            level,
-            f"{final_tokens:,}",
-            f"{budget:,}",
-            100 * final_tokens / budget if budget > 0 else 0.0,
-            f"{target:,}",
-            cause,
-        )
+        knobs = (self.protected_recent, self.protected_tool_results)
+        warn_over_budget(level, final_tokens, budget, system_tokens, target, *knobs)
 
     # ----- clear-at-least ----------------------------------------------------------------------
 

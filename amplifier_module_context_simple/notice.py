@@ -3,6 +3,7 @@ byte-stable until the next boundary."""
 
 from __future__ import annotations
 
+from collections.abc import Container
 from typing import Any
 
 from .estimate import seq_of
@@ -49,7 +50,9 @@ def _evidence_line(stats: dict[str, Any]) -> str:
     return f"- {stats['ledger_lines']} key lines of removed messages are kept where they were\n"
 
 
-def removed_recent_results(stored: list[dict[str, Any]], view: list[dict[str, Any]], keep: int) -> int:
+def removed_recent_results(
+    stored: list[dict[str, Any]], view: list[dict[str, Any]], keep: int, synthetic: Container[tuple[int, str]] = ()
+) -> int:
     """How many of the last ``keep`` stored tool results the view does not hold in full.
 
     ``protected_tool_results`` protects them from truncation, not from removal (as in the original),
@@ -58,8 +61,9 @@ def removed_recent_results(stored: list[dict[str, Any]], view: list[dict[str, An
     if keep <= 0:
         return 0
     # Only results a view can hold: repair leaves out orphan and duplicate results (not compaction's doing).
-    # Nor does it hold a trailing group whose results are still arriving.
-    answerable, _report = repair_view(list(stored[: in_flight_start(stored)]))
+    # Nor does it hold a trailing group whose results are still arriving, nor a result stored after its
+    # call was answered synthetically in a view (``synthetic``).
+    answerable, _report = repair_view(list(stored[: in_flight_start(stored)]), 0, synthetic)
     recent: set[int] = set()
     for message in reversed(answerable):
         if message.get("role") == "tool" and (seq := seq_of(message)) is not None:

@@ -68,13 +68,15 @@ def apply_preset(init: Callable[..., None]) -> Callable[..., None]:
 
     @functools.wraps(init)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> None:
+        from .config import unknown_keyword_error  # config imports this module
+        from .config_words import checked_preset
+
         try:
             given = signature.bind_partial(self, *args, **kwargs).arguments
         except TypeError as error:
-            from .config import unknown_keyword_error  # config imports this module
-
             raise unknown_keyword_error(error, kwargs) from None
-        for key, value in preset_settings(given.get("preset")).items():
+        # A misspelled preset warns (naming the closest) and means none; a wrong type raises.
+        for key, value in preset_settings(checked_preset(given.get("preset"))).items():
             if key not in given:
                 kwargs[key] = value
         # The keys the caller gave: a preset assigned live later never overrides them (config.py).

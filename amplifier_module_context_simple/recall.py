@@ -1,29 +1,30 @@
 """`context_recall`: an opt-in tool that searches what compaction took out of the view (``recall_tool``).
 
 The module keeps the whole history; only the view forgets. This tool lets the model search the stored
-history (full text, tool results that the view truncated included) and the spill files this session
-wrote, for a literal phrase (case-insensitive) or a regular expression. Results are the matching
-lines with one line of context, newest message first, each labelled with the message's sequence number
-and role (and, for a tool result, the tool's name and arguments), within ``MAX_OUTPUT_TOKENS``.
+history (full text, tool results that the view truncated included: a spill file holds the same text,
+so none is read) for a literal phrase (case-insensitive) or a regular expression. Results are the
+matching lines with one line of context, newest message first, each labelled with the message's
+sequence number and role (and, for a tool result, the tool's name and arguments), within
+``MAX_OUTPUT_TOKENS``.
 
 It never changes the history and never raises into the orchestrator: bad input gets a failed
-``ToolResult`` with one line. A regular expression is refused when it can backtrack catastrophically
-(nested or stacked quantifiers, backreferences, more than ``MAX_PATTERN`` characters), lines longer
-than ``REGEX_LINE_CHARS`` are matched on their head only, and a search stops after ``TIME_BUDGET_S``.
+``ToolResult`` with one line. Nothing backtracks (recall_search.py, recall_regex.py): a literal is found
+with ``str.find``, a regular expression runs on a linear-time automaton, a search stops after
+``TIME_BUDGET_S`` even inside one huge message, and the event loop gets its turn every ``SLICE_S``.
 Earlier recalls (the tool's own calls and results) are never searched, so results do not snowball.
 """
 
 from __future__ import annotations
 
-import re
-import time
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 from .estimate import seq_of
-from .evidence_text import content_texts
+from .recall_regex import Pattern, UnsupportedPattern
+from .recall_search import Hit, MessageTexts, Query, Search, message_text, run, run_async
 from .token_counter import tool_call_parts
+
+__all__ = ["Hit", "MessageTexts", "Query", "RecallTool", "message_text", "parse", "render", "search"]
 
 Message = dict[str, Any]
 TOOL_NAME = "context_recall"
@@ -32,9 +33,9 @@ CHARS_PER_TOKEN = 4
 DEFAULT_MAX_RESULTS = 20
 MAX_RESULTS = 100
 MAX_PATTERN = 200
-REGEX_LINE_CHARS = 1_000
 TIME_BUDGET_S = 1.0
-LINE_CHARS_SHOWN = 300  # a matching line longer than this is shown around the match
+SLICE_S = 0.02  # the longest the async search holds the event loop before giving it a turn (plus one step)
+TRAFFIC_STEP = 4_096  # messages read for the tool's own traffic between two checkpoints
 ROLES = ("user", "assistant", "tool", "system", "developer")
 NOTE = "Older messages removed from your view can be searched with the context_recall tool."
 
@@ -42,7 +43,11 @@ INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "query": {"type": "string", "description": "A phrase to find (case-insensitive), or a regex with regex: true"},
-        "regex": {"type": "boolean", "description": "Treat query as a Python regular expression", "default": False},
+        "regex": {
+            "type": "boolean",
+            "description": "Treat query as a regular expression, matched per line (no backreferences or lookaround)",
+            "default": False,
+        },
         "role": {"type": "string", "enum": list(ROLES), "description": "Only messages of this role"},
         "from_seq": {
             "type": "integer",
@@ -60,34 +65,9 @@ DESCRIPTION = (
     f"newest first, at most about {MAX_OUTPUT_TOKENS} tokens."
 )
 
-# Catastrophic backtracking needs a quantified group that itself holds a quantifier, or adjacent
-# unbounded quantifiers over overlapping classes; backreferences make matching exponential too.
-_NESTED = re.compile(r"\((?:[^()\\]|\\.)*[*+}](?:[^()\\]|\\.)*\)\s*[*+{?]")
-_STACKED = re.compile(r"(?:\.\*|\.\+|\\[sSwWdD][*+]|\][*+])\s*(?:\.\*|\.\+|\\[sSwWdD][*+]|\[[^\]]*\][*+])")
-_BACKREF = re.compile(r"\\[1-9]|\(\?P=")
-_QUANTIFIED_ALTERNATION = re.compile(r"\((?:[^()\\]|\\.)*\|(?:[^()\\]|\\.)*\)\s*[*+{]")
-
 
 class RecallError(ValueError):
     """Bad input: the tool answers with ``success: false`` and this one line."""
-
-
-@dataclass(frozen=True)
-class Query:
-    pattern: re.Pattern[str]
-    literal: bool
-    needle: str  # the literal, lowercased (a literal query is first looked up as a substring)
-    role: str | None
-    first: int
-    last: int | None
-    max_results: int
-
-
-@dataclass(frozen=True)
-class Hit:
-    seq: int
-    label: str
-    lines: tuple[str, ...]
 
 
 def parse(data: Any) -> Query:
@@ -108,151 +88,128 @@ def parse(data: Any) -> Query:
             raise RecallError(f"'{key}' must be a whole number >= 0, got {value!r}")
     if not 1 <= limit <= MAX_RESULTS:
         raise RecallError(f"'max_results' must be between 1 and {MAX_RESULTS}, got {limit}")
-    return Query(_compile(query, regex), not regex, query.lower(), role, first, last, limit)
+    return Query(_compile(query) if regex else None, query.lower(), role, first, last, limit)
 
 
-def _compile(query: str, regex: bool) -> re.Pattern[str]:
-    if not regex:
-        return re.compile(re.escape(query), re.IGNORECASE)
+def _compile(query: str) -> Pattern:
     if len(query) > MAX_PATTERN:
         raise RecallError(f"the regular expression is longer than {MAX_PATTERN} characters")
-    if any(p.search(query) for p in (_NESTED, _STACKED, _BACKREF, _QUANTIFIED_ALTERNATION)):
-        raise RecallError(
-            "the regular expression could take exponential time "
-            "(nested or stacked quantifiers, a repeated alternation, backreferences); simplify it"
-        )
     try:
-        return re.compile(query, re.IGNORECASE)
-    except re.error as exc:
-        raise RecallError(f"bad regular expression: {exc}") from None
+        return Pattern(query)
+    except UnsupportedPattern as exc:
+        raise RecallError(str(exc)) from None
 
 
-def recall_call_ids(messages: list[Message]) -> set[str]:
-    """Ids of this tool's own calls: their results are never searched (no snowballing)."""
-    ids = set()
-    for message in messages:
-        for call in message.get("tool_calls") or ():
-            if isinstance(call, dict) and tool_call_parts(call)[0] == TOOL_NAME and isinstance(call.get("id"), str):
-                ids.add(call["id"])
-    return ids
+def is_recall_call(call: Any) -> bool:
+    """A tool call of this tool (the one place that reads a call's name for recall)."""
+    return isinstance(call, dict) and tool_call_parts(call)[0] == TOOL_NAME
 
 
-def is_recall_message(message: Message, own: set[str]) -> bool:
-    """A result of this tool, or an assistant turn that only called it."""
-    if message.get("role") == "tool":
-        return message.get("tool_call_id") in own
-    calls = message.get("tool_calls") or ()
-    return bool(calls) and all(isinstance(c, dict) and c.get("id") in own for c in calls) and not message.get("content")
+class TrafficReader:
+    """The seqs of this tool's own traffic: its results, and assistant turns that only called it.
+
+    A result belongs to the nearest earlier assistant that declared its id (as ``tool_pairs.tool_groups``
+    reads groups), so a reused id (``call_0`` in every turn) hides no other tool's result. Read
+    incrementally: a history only grows until it is replaced (and its MessageTexts, which hold this
+    reader, are cleared); a list that shrank or changed is read again.
+    """
+
+    def __init__(self) -> None:
+        self.source: list[Message] | None = None
+        self.read = 0
+        self.recall_ids: set[str] = set()  # ids whose latest declaring call is this tool's
+        self.own: set[int] = set()
+
+    def update(self, messages: list[Message]) -> set[int]:
+        for _ in self.steps(messages):
+            pass
+        return self.own
+
+    def steps(self, messages: list[Message]) -> Iterator[None]:
+        """Read what was appended since the last call, yielding every ``TRAFFIC_STEP`` messages."""
+        if messages is not self.source or len(messages) < self.read:
+            self.source, self.read = messages, 0
+            self.recall_ids.clear()
+            self.own.clear()  # in place: a search holds this set
+        while self.read < len(messages):
+            stop = min(len(messages), self.read + TRAFFIC_STEP)
+            for message in messages[self.read : stop]:
+                self._read(message)
+            self.read = stop
+            yield
+
+    def _read(self, message: Message) -> None:
+        role, calls = message.get("role"), message.get("tool_calls") or ()
+        if role == "assistant" and calls:
+            mine = [is_recall_call(call) for call in calls]
+            for call, is_mine in zip(calls, mine, strict=True):
+                call_id = call.get("id") if isinstance(call, dict) else None
+                if isinstance(call_id, str):
+                    (self.recall_ids.add if is_mine else self.recall_ids.discard)(call_id)
+            if all(mine) and not message.get("content") and (seq := seq_of(message)) is not None:
+                self.own.add(seq)
+        elif role == "tool" and message.get("tool_call_id") in self.recall_ids:
+            if (seq := seq_of(message)) is not None:
+                self.own.add(seq)
+
+
+def recall_traffic(messages: list[Message]) -> set[int]:
+    """The seqs of this tool's own calls and results in ``messages`` (see TrafficReader)."""
+    return TrafficReader().update(messages)
+
+
+def _labeller(messages: list[Message]) -> Any:
+    def label(index: int, seq: int) -> str:
+        """ "#seq role", and for a tool result the call it answers (the nearest earlier call with its id)."""
+        message = messages[index]
+        if message.get("role") != "tool":
+            return f"#{seq} {message.get('role')}"
+        call_id = message.get("tool_call_id")
+        for earlier in range(index - 1, -1, -1):
+            for call in messages[earlier].get("tool_calls") or ():
+                if isinstance(call, dict) and call.get("id") == call_id:
+                    name, args = tool_call_parts(call)
+                    return f"#{seq} tool result of {name}({args[:120]})"
+        return f"#{seq} tool result of an unknown call"
+
+    return label
+
+
+def new_search(messages: list[Message], query: Query, texts: MessageTexts) -> Search:
+    """A search of ``messages`` (the stored history) that skips the tool's own traffic."""
+    if texts.traffic is None:
+        texts.traffic = TrafficReader()
+    reader, copied = texts.traffic, list(messages)  # the search reads the history as it is now
+    return Search(copied, query, texts, reader.own, _labeller(copied), before=reader.steps(messages))
 
 
 def search(
-    messages: list[Message], spilled: dict[str, int], query: Query, text_of: Any = None
-) -> tuple[list[Hit], int, bool]:
-    """(hits newest first, how many messages matched in all, whether the time budget ran out).
-    ``text_of(message)`` gives a message's searchable text and its lowercase (a caller may memoize them)."""
-    text_of = text_of or _plain_texts
-    own = recall_call_ids(messages)
-    hits: list[Hit] = []
-    matched, deadline = 0, time.monotonic() + TIME_BUDGET_S
-    for index in range(len(messages) - 1, -1, -1):
-        message = messages[index]
-        seq = seq_of(message)
-        if seq is None or seq < query.first or (query.last is not None and seq > query.last):
-            continue
-        if (query.role and message.get("role") != query.role) or is_recall_message(message, own):
-            continue
-        if time.monotonic() > deadline:
-            return hits, matched, True
-        text, lowered = text_of(message)
-        if query.literal and query.needle not in lowered:
-            continue  # one substring scan of the whole text; lines are split only where it is found
-        lines = _matching(text, query)
-        if lines:
-            matched += 1
-            if len(hits) < query.max_results:
-                hits.append(Hit(seq, _label(messages, index, seq), lines))
-    for path, seq in spilled.items():
-        if len(hits) >= query.max_results or time.monotonic() > deadline:
-            break
-        try:
-            text = Path(path).read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            continue
-        lines = _matching(text, query)
-        if lines:
-            matched += 1
-            hits.append(Hit(seq, f"#{seq} spill file {Path(path).name}", lines))
-    return hits, matched, False
+    messages: list[Message], query: Query, texts: MessageTexts | None = None, budget_s: float = TIME_BUDGET_S
+) -> Search:
+    """Search synchronously (the evaluation's probe); the tool itself runs ``run_async``."""
+    return run(new_search(messages, query, texts or MessageTexts()), budget_s)
 
 
-def _plain_texts(message: Message) -> tuple[str, str]:
-    text = message_text(message)
-    return text, text.lower()
-
-
-def message_text(message: Message) -> str:
-    """What a recall searches in a message: its text (blocks included) and its tool calls."""
-    parts = content_texts(message.get("content"))
-    for call in message.get("tool_calls") or ():
-        name, args = tool_call_parts(call)
-        parts.append(f"{name}({args})")
-    return "\n".join(parts)
-
-
-def _matching(text: str, query: Query) -> tuple[str, ...]:
-    """Each matching line with one line of context before and after; the matching one marked "> ". A
-    regular expression reads at most the first ``REGEX_LINE_CHARS`` of a line (a literal reads it all)."""
-    lines = text.split("\n")
-    out: list[str] = []
-    shown: set[int] = set()
-    for index, line in enumerate(lines):
-        match = query.pattern.search(line if query.literal else line[:REGEX_LINE_CHARS])
-        if match is None:
-            continue
-        for near in (index - 1, index, index + 1):
-            if 0 <= near < len(lines) and near not in shown:
-                shown.add(near)
-                text_line = _around(line, match.start()) if near == index else lines[near][:LINE_CHARS_SHOWN]
-                out.append(("> " if near == index else "  ") + text_line)
-    return tuple(out)
-
-
-def _around(line: str, start: int) -> str:
-    if len(line) <= LINE_CHARS_SHOWN:
-        return line
-    begin = max(0, start - LINE_CHARS_SHOWN // 3)
-    return ("..." if begin else "") + line[begin : begin + LINE_CHARS_SHOWN - 6] + "..."
-
-
-def _label(messages: list[Message], index: int, seq: int) -> str:
-    """ "#seq role", and for a tool result the call it answers (the latest earlier call with its id)."""
-    message = messages[index]
-    if message.get("role") != "tool":
-        return f"#{seq} {message.get('role')}"
-    call_id = message.get("tool_call_id")
-    for earlier in reversed(messages[:index]):
-        for call in earlier.get("tool_calls") or ():
-            if isinstance(call, dict) and call.get("id") == call_id:
-                name, args = tool_call_parts(call)
-                return f"#{seq} tool result of {name}({args[:120]})"
-    return f"#{seq} tool result of an unknown call"
-
-
-def render(hits: list[Hit], matched: int, stopped: bool, budget_chars: int) -> str:
+def render(found: Search, budget_chars: int) -> str:
     """The tool's output within ``budget_chars``, with a last line saying what was left out."""
-    late = " (the search stopped at its time limit)" if stopped else ""
-    if not hits:
+    if found.replaced:
+        return "The conversation's history was replaced during the search; nothing was searched. Search again."
+    late = ""
+    if found.stopped:
+        where = f" while reading #{found.stopped_at}" if found.stopped_at >= 0 else ""
+        late = f" (the search stopped at its time limit{where}; older messages were not searched)"
+    if not found.hits:
         return "No message in this conversation's history matches." + late
-    out, used, shown = [f"Matches, newest first ({matched} message(s) matched):"], 0, 0
-    for hit in hits:
+    out, used, shown = [f"Matches, newest first ({found.matched} message(s) matched):"], 0, 0
+    for hit in found.hits:
         block = "\n".join([hit.label, *hit.lines])
         if used + len(block) > budget_chars and shown:
             break
         out.append(block[: budget_chars - used])
         used += len(block)
         shown += 1
-    left = matched - shown
-    if left > 0 or stopped:
+    left = found.matched - shown
+    if left > 0 or found.stopped:
         more = f"{left} more matching message(s) not shown" if left > 0 else "no more shown"
         out.append(f"[{more}; narrow the query, the role or from_seq/to_seq]{late}")
     return "\n\n".join(out)
@@ -267,25 +224,18 @@ class RecallTool:
 
     def __init__(self, manager: Any) -> None:
         self._manager = manager
-        self._texts: dict[int, tuple[Message, str, str]] = {}  # id -> (stored message, text, lowercase)
-
-    def _text(self, message: Message) -> tuple[str, str]:
-        """A stored message's searchable text and its lowercase, built once (stored messages never change)."""
-        entry = self._texts.get(id(message))
-        if entry is None or entry[0] is not message:
-            text = message_text(message)
-            entry = self._texts[id(message)] = (message, text, text.lower())
-        return entry[1], entry[2]
+        self.time_budget_s = TIME_BUDGET_S
+        self.slice_s = SLICE_S
 
     async def execute(self, input: dict[str, Any]) -> Any:  # noqa: A002 - the protocol's name
         from amplifier_core.models import ToolResult  # the host provides amplifier-core
 
         try:
             query = parse(input)
-            spilled = self._manager._spill_sources()
-            hits, matched, stopped = search(list(self._manager.messages), spilled, query, self._text)
-            text = render(hits, matched, stopped, MAX_OUTPUT_TOKENS * CHARS_PER_TOKEN)
-            return ToolResult(success=True, output=text)
+            manager = self._manager
+            found = new_search(manager.messages, query, manager._recall_texts)
+            await run_async(found, self.time_budget_s, self.slice_s)
+            return ToolResult(success=True, output=render(found, MAX_OUTPUT_TOKENS * CHARS_PER_TOKEN))
         except RecallError as exc:
             return ToolResult(success=False, output=str(exc), error={"message": str(exc)})
         except Exception as exc:  # noqa: BLE001 - never raise into the orchestrator

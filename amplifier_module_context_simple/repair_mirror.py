@@ -9,6 +9,7 @@ there, so nothing appended later can change the output before it) and repairs on
 
 from __future__ import annotations
 
+from collections.abc import Container
 from typing import Any
 
 from .repair import RepairReport, repair_segment, scan_clean
@@ -23,6 +24,7 @@ def _added(a: RepairReport, b: RepairReport) -> RepairReport:
         a.duplicates_dropped + b.duplicates_dropped,
         a.calls_without_id + b.calls_without_id,
         a.messages_moved + b.messages_moved,
+        a.synthetic_calls + b.synthetic_calls,
     )
 
 
@@ -59,9 +61,13 @@ class RepairMirror:
             return False
         return n == 0 or working[n - 1] is self._last_in
 
-    def repair(self, working: list[Message], shared: bool) -> tuple[list[Message], RepairReport, bool]:
+    def repair(
+        self, working: list[Message], shared: bool, synthetic: Container[tuple[int, str]] = ()
+    ) -> tuple[list[Message], RepairReport, bool]:
         """(repaired list, report over the whole list, whether the last output changed other than by
-        appends). ``shared``: another request still reads the last output, so it is not edited."""
+        appends). ``shared``: another request still reads the last output, so it is not edited.
+        ``synthetic``: the calls earlier views answered synthetically (repair.py); it only grows, by
+        the calls of the group this mirror re-reads (its last one), so what it settled holds."""
         if not self._continues(working):
             self.reset(working[0] if working else None)
         start = self._settled_in
@@ -71,7 +77,7 @@ class RepairMirror:
                 resume = _last_group_start(working, resume)
                 self._settle(working, resume, resume, RepairReport(), working[resume:])
                 return working, self._settled_report, False
-        segment, report, settled = repair_segment(working, start)
+        segment, report, settled = repair_segment(working, start, synthetic)
         total = _added(self._settled_report, report)
         rewritten = len(segment) < len(self._tail) or any(a is not b for a, b in zip(self._tail, segment, strict=False))
         if self._untouched and not report.changed:

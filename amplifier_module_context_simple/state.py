@@ -22,6 +22,8 @@ from typing import Any
 
 from . import ledger
 from .estimate import SEQ_KEY, seq_of
+from .ladder import kept_whole
+from .repair import tool_call_ids
 from .replay import is_real_user_message
 from .token_meter import METER_KIND_ESTIMATED, METER_KIND_NONE, METER_KIND_USAGE
 from .tool_pairs import is_hook_injection, tool_groups
@@ -50,6 +52,7 @@ FIELDS: tuple[Field, ...] = (
     Field("sticky", "ledger", "_ledger", "ledger"),
     Field("sticky", "ledger_segments", "_ledger_segments", "segments"),
     Field("sticky", "hoist_limit", "_hoist_limit", "opt_position"),
+    Field("sticky", "synthetic_calls", "_synthetic_calls", "calls"),
     Field("compaction", "last_stats", "_last_compaction_stats", "stats"),
     Field("meter", "last_measured_prompt_tokens", "_last_measured_prompt_tokens", "opt_count"),
     Field("meter", "anchor_seq", "_anchor_seq", "opt_position"),
@@ -80,17 +83,21 @@ OPTIONAL: dict[tuple[str, str], Any] = {
     ("sticky", "ledger"): None,
     ("sticky", "hoist_limit"): None,
     ("sticky", "ledger_segments"): [],
+    ("sticky", "synthetic_calls"): [],
 }
 GROUPS: tuple[str, ...] = tuple(dict.fromkeys(field.group for field in FIELDS))
 
 # Manager attributes deliberately NOT in a snapshot, and why (tests check every attribute is classified).
 NOT_SAVED: dict[str, str] = {
+    "_decisions": "holds the decisions classified here (decisions.py); replaced with the history",
+    "_store_guard": "flags an in-place edit of the stored history (wire_copy.py); a new history starts unedited",
     "_hooks": "the host's hook registry",
     "_repair_mirror": "cache (the repaired working list and its settled point, rebuilt on demand)",
     "_recall_mounted": "set by mount() when it mounts context_recall; a resumed session mounts it again",
     "_explicit_keys": "configuration bookkeeping (the keys the caller gave), not a decision about the history",
     "_evidence_reads": "cache (the ledger's reading of each message, recomputed on demand)",
     "_tail_scan": "cache (the hybrid tail's positions in the working list, read again on demand)",
+    "_recall_texts": "cache (context_recall's searchable texts, rebuilt on demand)",
     "_ingress": "cache (clipped view copies of oversized tool results, a pure function of content and cap)",
     "_budget_reading": "this request's budget, recomputed on every request",
     "_budget_reported": "the last context:budget payload; a resumed session reports its budget again",
@@ -215,6 +222,8 @@ def _encode(kind: str, value: Any, positions: _Positions) -> Any:
         if value is None:
             return None
         return {"anchor": positions.boundary(value[0]), "text": value[1], "removed": value[2]}
+    if kind == "calls":
+        return sorted([positions.by_seq[seq], call_id] for seq, call_id in value if seq in positions.by_seq)
     if kind == "segments":
         return [
             {"anchor": positions.boundary(a), "text": t, "removed": r, "end": positions.boundary(e)}
@@ -368,6 +377,19 @@ def _segments(value: Any, where: str, message_count: int) -> tuple[tuple[int, st
     return tuple(out)
 
 
+def _calls(value: Any, where: str, history: Sequence[dict[str, Any]]) -> set[tuple[int, str]]:
+    """Calls an earlier view answered with repair's synthetic result: [assistant position, call id]."""
+    if not isinstance(value, list):
+        raise _refuse(f"{where} must be a list of [assistant position, call id] pairs")
+    calls = set()
+    for item in value:
+        ok = isinstance(item, list) and len(item) == 2 and _is_count(item[0]) and item[0] < len(history)
+        if not ok or item[1] not in (tool_call_ids(history[item[0]]) or ()):
+            raise _refuse(f"{where} holds {item!r}, not an assistant position and one of its call ids")
+        calls.add((item[0], item[1]))
+    return calls
+
+
 def _boundary(value: Any, where: str) -> tuple[int, int] | None:
     if value is None:
         return None
@@ -390,8 +412,10 @@ def _scalar(kind: str, value: Any, where: str, message_count: int) -> Any:
     return value
 
 
-def _value(field: Field, value: Any, message_count: int) -> Any:
-    where = f"{field.group}.{field.key}"
+def _value(field: Field, value: Any, history: Sequence[dict[str, Any]]) -> Any:
+    where, message_count = f"{field.group}.{field.key}", len(history)
+    if field.kind == "calls":
+        return _calls(value, where, history)
     if field.kind == "seqs":
         return _seqs(value, where, message_count)
     if field.kind == "stats":
@@ -447,12 +471,13 @@ def validate_snapshot(state: Any, messages: Sequence[dict[str, Any]]) -> dict[st
         if not isinstance(section, dict) or set(section) != keys:
             got = sorted(map(str, section)) if isinstance(section, dict) else type(section).__name__
             raise _refuse(f"malformed state: {group} must hold exactly {sorted(keys)}, got {got}")
-    values = {field.attribute: _value(field, state[field.group][field.key], count) for field in FIELDS}
+    history = messages[:count]
+    values = {field.attribute: _value(field, state[field.group][field.key], history) for field in FIELDS}
     if values["_removed_seqs"] & (values["_truncated_seqs"] | values["_stubbed_seqs"]):
         raise _refuse("malformed state: a removed position is also marked truncated or stubbed")
-    _check_decisions(values, messages[:count])
+    _check_decisions(values, history)
     _close_over_tool_groups(values, messages)
-    _check_ledger(values, messages[:count])
+    _check_ledger(values, history)
     return values
 
 
@@ -483,6 +508,8 @@ def _check_decisions(values: dict[str, Any], history: Sequence[dict[str, Any]]) 
     for position in sorted(values["_stubbed_seqs"]):
         if not is_real_user_message(history[position]):
             raise _refuse(f"sticky.stubbed_seqs holds {position}, not a user's own message: only those are stubbed")
+        if kept_whole(history[position]):
+            raise _refuse(f"sticky.stubbed_seqs holds {position}, a message with an image or other non-text block")
     users = [i for i, m in enumerate(history) if is_real_user_message(m)]
     kept = {users[0], users[-1]} if users else set()
     pending = values["_pending_summary"]

@@ -38,6 +38,7 @@ from .summary_span import (
     summary_content,
 )
 from .tool_pairs import has_tool_calls, in_flight_start
+from .wire_copy import stored_copy
 
 logger = logging.getLogger("amplifier_module_context_simple")
 
@@ -52,20 +53,16 @@ class SummaryMixin:
     # ----- state -------------------------------------------------------------------------------
 
     def _reset_summary_state(self) -> None:
-        """Forget every summary decision; a running task is cancelled and can no longer land."""
+        """Forget the summary call's state (its decisions are the history's: decisions.py); a running task
+        is cancelled and can no longer land."""
         task = getattr(self, "_summarization_task", None)
         if task is not None and not task.done():
             task.cancel()
         self._summary_generation = getattr(self, "_summary_generation", 0) + 1
         if not hasattr(self, "_cached_provider"):
             self._cached_provider: Any = None
-        self._pending_summary: dict[str, Any] | None = None
         self._is_summarizing = False
         self._summarization_task: asyncio.Task[None] | None = None
-        self._summarization_failures = 0
-        self._summary_absorbed_count = 0
-        self._summary_armed = True
-        self._summary_cooldown_left = 0
         self._last_request_view: list[Message] | None = None
         self._view_serial = 0
         self._sent_messages: list[Message] | None = None
@@ -340,7 +337,7 @@ class SummaryMixin:
         seq = self._next_seq
         timestamp = datetime.now(UTC).isoformat(timespec="milliseconds")
         metadata = {"timestamp": timestamp, "type": _SUMMARY_METADATA_TYPE, "_seq": seq}
-        return {"role": "user", "content": summary_content(text), "metadata": metadata}
+        return stored_copy({"role": "user", "content": summary_content(text), "metadata": metadata}, self._store_guard)
 
     async def _swap_in_pending_summary(self, non_system: list[Message]) -> tuple[list[Message], bool]:
         """Absorb the pending summary's span (sticky removals) and append the summary at the tail."""

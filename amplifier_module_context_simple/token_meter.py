@@ -126,8 +126,8 @@ class TailScan:
         after, positions, max_seq = self._after, self._positions, self._max_seq
         for index in range(self._length, len(working)):
             metadata = working[index].get("metadata")  # seq_of, inlined: the first scan reads everything
-            seq = metadata.get(SEQ_KEY) if type(metadata) is dict else None
-            if type(seq) is int:
+            seq = metadata.get(SEQ_KEY) if isinstance(metadata, dict) else None
+            if isinstance(seq, int) and not isinstance(seq, bool):
                 after = seq >= anchor_seq
                 max_seq = max(max_seq, seq)
             if after:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import re
 import secrets
 import stat
 from collections.abc import Callable
@@ -173,23 +172,71 @@ def truncate_tool_result(
 
 
 def _open_spill_dir(spill_dir: str) -> int:
-    """Open (creating with mode 0700 if missing) the spill directory, refusing a symlink."""
+    """Open (creating with mode 0700 if missing) the spill directory, refusing a symlink, a directory of
+    another user, and one that others may write (they could plant or swap the files the model reads)."""
     if os.path.islink(spill_dir):
         raise PermissionError(f"spill directory {spill_dir!r} is a symlink; refusing to follow it")
     if not os.path.isdir(spill_dir):
         os.makedirs(spill_dir, mode=0o700, exist_ok=True)
     # O_NOFOLLOW closes the race between the check above and the open.
-    return os.open(spill_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    fd = os.open(spill_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    problem = _not_private(os.fstat(fd))
+    if problem is not None:
+        os.close(fd)
+        raise PermissionError(f"spill directory {spill_dir!r} is refused: {problem}")
+    return fd
+
+
+def _ours(info: os.stat_result) -> bool:
+    return not hasattr(os, "geteuid") or info.st_uid == os.geteuid()
+
+
+def _not_private(info: os.stat_result) -> str | None:
+    """Why an existing spill directory is not private to this user (others could plant or swap the files
+    the model is told to read), or None. It is never chmod-ed: the caller owns it."""
+    if not _ours(info):
+        return f"it belongs to another user (uid {info.st_uid})"
+    if info.st_mode & 0o022:
+        return (
+            f"its group or others may write it (mode {stat.S_IMODE(info.st_mode):o}; chmod go-w it, or name a "
+            "missing directory: it is created 0700)"
+        )
+    return None
+
+
+def spill_dir_problem(spill_dir: str) -> str | None:
+    """Why spill files could not be written in ``spill_dir``, in words, or None; creates nothing.
+
+    Usable: a writable directory (not a symlink, which the writer refuses), or a missing one whose
+    nearest existing ancestor is a writable directory (the writer creates it on the first spill).
+    """
+    if os.path.islink(spill_dir):
+        return "it is a symlink, which spill writes never follow"
+    if os.path.exists(spill_dir):
+        if not os.path.isdir(spill_dir):
+            return "it is not a directory"
+        if not os.access(spill_dir, os.W_OK | os.X_OK):
+            return "the directory is not writable"
+        return _not_private(os.stat(spill_dir))
+    ancestor = os.path.dirname(spill_dir)
+    while not os.path.lexists(ancestor) and os.path.dirname(ancestor) != ancestor:
+        ancestor = os.path.dirname(ancestor)
+    if not os.path.isdir(ancestor):
+        return f"{ancestor} is not a directory"
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        return f"it does not exist and {ancestor} is not writable"
+    return None
 
 
 def _existing(name: str, dir_fd: int) -> bool:
-    """True when the target is already written; a symlink there is refused, never followed."""
+    """True when the target is already written; a symlink there is refused, never followed, and so is a
+    file of another user."""
     try:
         info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
         return False
-    if stat.S_ISLNK(info.st_mode) or not stat.S_ISREG(info.st_mode):
-        raise PermissionError(f"spill target {name!r} exists and is not a regular file; refusing")
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISREG(info.st_mode) or not _ours(info):
+        raise PermissionError(f"spill target {name!r} exists and is not a regular file of this user; refusing")
     return True
 
 
@@ -287,7 +334,8 @@ class ToolResultMixin:
         return truncated
 
     def _spill(self, path: str, content: str) -> None:
-        """Write the full result once; a failure is logged and counted, the pointer stays the same."""
+        """Write the full result once; a failure is counted every time and logged once per directory
+        (a bad directory was already named at mount), the pointer stays the same."""
         if path in self._spilled_paths:
             return
         try:
@@ -295,7 +343,15 @@ class ToolResultMixin:
             self._spilled_paths.add(path)
         except (OSError, ValueError) as exc:  # ValueError: a path the OS cannot take (NUL, bad encoding)
             self._fault_counts["spill_write_failures"] += 1
-            logger.warning("context-simple: spill write failed for %s: %s", path, exc)
+            directory = os.path.dirname(path)
+            if self._spill_failure_reported != directory:
+                self._spill_failure_reported = directory
+                logger.warning(
+                    "context-simple: spill write failed for %s: %s (later failures in this directory are "
+                    "counted in fault_stats['spill_write_failures'], not logged)",
+                    path,
+                    exc,
+                )
 
     def _stub_user_message(self, message: Message) -> Message:
         if not isinstance(message.get("content"), str | list):
@@ -313,11 +369,3 @@ class ToolResultMixin:
         derived = make()
         self._derived[(seq, kind)] = (message, settings, derived)
         return derived
-
-    def _spill_sources(self) -> dict[str, int]:
-        """The spill files this session wrote, each with the ``_seq`` of the result it holds."""
-        sources = {}
-        for path in sorted(self._spilled_paths):
-            match = re.search(r"tool-result-(\d+)-", os.path.basename(path))
-            sources[path] = int(match.group(1)) if match else -1
-        return sources

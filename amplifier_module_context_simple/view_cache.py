@@ -11,8 +11,9 @@ It extends only what it can show unchanged, and otherwise returns None and the f
 * the previous request was recorded: a full rebuild whose decisions did not change during it (not a
   boundary, no clear-at-least refusal), or an extension; the progressive strategy (the summary
   strategy swaps messages in, so it always rebuilds);
-* the same :class:`Key`: every sticky decision set (any manager attribute named ``*_seqs``, so a new
-  kind of decision is covered when it follows that naming) by identity and size, the sticky level,
+* the same :class:`Key`: the decisions object (decisions.py), every sticky decision set (any attribute
+  of the manager or its decisions named ``*_seqs``, so a new kind of decision is covered when it
+  follows that naming) by identity and size, the sticky level,
   the last compaction stats and pending summary by identity, the history list, the count cache and
   every configuration attribute (``config.DEFAULTS``) by value;
 * the same path (compacted or not), and a working list that view repair did not rewrite except at its
@@ -70,36 +71,48 @@ _MUTABLE = (dict, list, set)
 
 
 class _KeyReader:
-    """Reads a manager's :class:`Key`; the names of its ``*_seqs`` sets are re-read when its attributes change."""
+    """Reads a manager's :class:`Key`; the names of the ``*_seqs`` sets (of the manager and of its
+    decisions, decisions.py) are re-read when their attributes change."""
 
     def __init__(self) -> None:
-        self._names: tuple[str, ...] = ()
-        self._attributes = -1
+        self._names: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())  # of the manager, of its decisions
+        self._attributes = (-1, -1)
 
     def __call__(self, manager: Any) -> Key:
-        attributes = vars(manager)
-        if len(attributes) != self._attributes:
-            self._attributes = len(attributes)
-            self._names = tuple(k for k in attributes if k.endswith("_seqs"))
-        sets = tuple(s for k in self._names if isinstance(s := attributes.get(k), set | frozenset | dict))
+        mine, decided = vars(manager), vars(manager._decisions)  # the decisions' fields read directly
+        sizes = (len(mine), len(decided))
+        if sizes != self._attributes:
+            self._attributes = sizes
+            self._names = (_named_seqs(mine), _named_seqs(decided))
+        sets = tuple(
+            s
+            for owner, names in zip((mine, decided), self._names, strict=True)
+            for k in names
+            if isinstance(s := owner.get(k), set | frozenset | dict)
+        )
         config = _CONFIG(manager)
         objects = (
-            *(getattr(manager, name, None) for name in _STICKY),
+            manager._decisions,  # replaced with the history (set_messages, clear, restore_state)
+            *map(decided.get, _STICKY),
             manager.messages,
             manager._counts(),
-            manager._last_compaction_stats,
-            manager._pending_summary,
+            decided["_last_compaction_stats"],
+            decided["_pending_summary"],
             manager._system_prompt_factory,
             *sets,
         )
         values = (
-            manager._sticky_level,
-            manager._summary_absorbed_count,
+            decided["_sticky_level"],
+            decided["_summary_absorbed_count"],
             tuple(len(s) for s in sets),
             config,
             tuple(repr(v) for v in config if type(v) in _MUTABLE),  # an in-place edit of a dict or list knob
         )
         return Key(objects, values, sets)
+
+
+def _named_seqs(attributes: dict[str, Any]) -> tuple[str, ...]:
+    return tuple(k for k in attributes if k.endswith("_seqs"))
 
 
 @dataclass

@@ -8,6 +8,11 @@ next request replaces a flagged copy with a fresh one. To a caller they are ordi
 (``isinstance``, ``==``, ``repr``, ``json.dumps``, ``Message(**m)``); ``copy``, ``deepcopy`` and
 ``pickle`` give plain ones. Objects that are neither dicts nor lists (strings, numbers, tuples, models)
 are shared: immutable, or not ours to copy.
+
+The stored history is built the same way (:func:`stored_copy`, :class:`HistoryList`), with one guard
+per history: an in-place edit of a stored message (a redaction through ``get_messages()``), or a change
+of the history list other than an append, flags it, and the manager rebuilds its views from the edited
+history on the next request instead of sending the copies it cached.
 """
 
 from __future__ import annotations
@@ -108,6 +113,34 @@ def reporting_copy(value: Any, guard: Guard) -> Any:
         return value
     new._guard = guard
     return new
+
+
+def stored_copy(value: Any, guard: Guard) -> Any:
+    """A deep copy for the stored history: its dicts and lists report in-place edits to ``guard``; any
+    other object is deep-copied (the caller's own objects never reach the history)."""
+    if isinstance(value, dict):
+        new: Any = WireDict({k: v if type(v) in _ATOMS else stored_copy(v, guard) for k, v in value.items()})
+    elif isinstance(value, list):
+        new = WireList([v if type(v) in _ATOMS else stored_copy(v, guard) for v in value])
+    else:
+        return copy.deepcopy(value)
+    new._guard = guard
+    return new
+
+
+class HistoryList(WireList):
+    """The stored history: appending is what a history does; any other change reports to its guard."""
+
+    __slots__ = ()
+    append = list.append
+    extend = list.extend
+    __iadd__ = list.__iadd__
+
+
+def history_list(messages: Iterable[Message], guard: Guard) -> HistoryList:
+    history = HistoryList(messages)
+    history._guard = guard
+    return history
 
 
 def wire_copy(message: Message, sink: list[Guard]) -> Message:

@@ -14,8 +14,10 @@ from . import cli
 from .arms import ARMS, Arm, arm_by_name, engine_arm, load_engine
 from .cache import Prices
 from .driver import Settings
+from .host_shaped import host_shape
 from .scenarios import generated_scenarios
 from .shaped import shape
+from .wording import plural
 from .workloads import Workload
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "out"
@@ -28,18 +30,40 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 
 def choose_workloads(args: argparse.Namespace) -> list[Workload]:
-    """The shipped sessions (or only the user's; --all-workloads: the 26 test transcripts), plus the
-    retention scenarios unless --workload/--no-scenario."""
-    loads = cli.real_workloads(args.workload, args.all_workloads)
-    if args.scenario or (args.scenario is None and not args.workload):
+    """The shipped sessions (or only the user's; --all-workloads: the 26 test transcripts; --split: one
+    half of them), plus the retention scenarios unless --workload/--no-scenario."""
+    loads = cli.real_workloads(args.workload, args.all_workloads, args.split)
+    if scenarios_on(args):
         loads += generated_scenarios(args.seed)
     return loads
+
+
+def scenarios_on(args: argparse.Namespace) -> bool:
+    """The generated scenarios run with --scenario, or by default when no --workload names sessions."""
+    return bool(args.scenario or (args.scenario is None and not args.workload))
 
 
 def shaped_workloads(workloads: list[Workload]) -> list[Workload]:
     """Amplifier-shaped variants of the real sessions (evaluation/shaped.py), seeded by position."""
     real = [w for w in workloads if not (w.facts or w.corrections)]
     return [Workload(f"{w.name} (shaped)", shape(w.messages, seed=i), source=w.source) for i, w in enumerate(real)]
+
+
+def host_workloads(workloads: list[Workload]) -> list[Workload]:
+    """The real sessions as Amplifier's loop-streaming stores them (evaluation/host_shaped.py), seeded by
+    position, with the hooks' reminders billed and the window of the plain session."""
+    real = [w for w in workloads if not (w.facts or w.corrections)]
+    return [
+        Workload(
+            f"{w.name} (host)",
+            host_shape(w.messages, seed=i),
+            source=w.source,
+            host_reminders=True,
+            sized_by=w.messages,
+            recall_probe=False,
+        )
+        for i, w in enumerate(real)
+    ]
 
 
 def choose_arms(args: argparse.Namespace) -> list[Arm]:
@@ -71,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """The main job: replay, measure, report, plot."""
-    from . import plots, report, report_text
+    from . import plots, report, report_host, report_text
     from .runner import default_jobs, run_all
 
     prices = Prices(args.price_input, args.price_cache_write, args.price_cache_read)
@@ -83,14 +107,9 @@ def run(args: argparse.Namespace) -> int:
     jobs = args.jobs or default_jobs()
     with cli.StageProgress("replaying") as progress:
         runs = run_all(arms, workloads, settings, jobs, not args.no_tiktoken, progress)
-    shaped = shaped_workloads(workloads) if not args.no_shaped else []
-    shaped_runs = []
-    if shaped:
-        with cli.StageProgress("replaying Amplifier-shaped") as progress:
-            shaped_runs = run_all(arms, shaped, settings, jobs, not args.no_tiktoken, progress)
     data = report.build(arms, runs, settings, engine_labels(arms))
-    if shaped_runs:
-        data["shaped"] = report.shaped_section(arms, shaped_runs, settings)
+    extra = reshaped_sections(args, arms, workloads, runs, settings, jobs)
+    data.update(extra)
     data["elapsed_s"] = round(time.perf_counter() - started, 1)
     names = [] if args.no_plots else plots.write_all(data, args.out)
     if args.no_plots:
@@ -99,12 +118,53 @@ def run(args: argparse.Namespace) -> int:
     report.print_table(data, md_path)
     print("\nWhat to pick (this run's numbers):", *report_text.terminal_verdict(data), sep="\n")
     report.print_shaped(data)
-    print(f"{len(runs) + len(shaped_runs)} runs in {data['elapsed_s']} s; wrote:")
+    print(*report_host.host_terminal(data), *report_host.tight_terminal(data), sep="\n")
+    total = len(runs) + sum(s["runs"] for s in extra.values())
+    print(f"{plural(total, 'run')} in {data['elapsed_s']} s; wrote:")
     for path in (md_path, json_path):
         print(f"  {cli.short_path(path)}")
     if names:
-        print(f"  {len(names)} plots in {cli.short_path(args.out)}")
+        print(f"  {plural(len(names), 'plot')} in {cli.short_path(args.out)}")
     return 0
+
+
+def reshaped_sections(
+    args: argparse.Namespace, arms: list[Arm], workloads: list[Workload], runs: list, settings: Settings, jobs: int
+) -> dict[str, dict]:
+    """The report's sections on reshaped sessions, replayed in one stage: Amplifier-shaped (issue 18),
+    host-shaped beside the plain replay (issue 28) and the tight-window scenario (issue 29); each with
+    the number of runs it took."""
+    from .report import shaped_section
+    from .report_host import host_section, tight_section
+    from .runner import run_pairs
+    from .tight_scenario import tight_arms, tight_workload
+
+    tight_arm_list = tight_arms(arms)
+    stages: dict[str, list] = {
+        "shaped": [] if args.no_shaped else [(a, w) for a in arms for w in shaped_workloads(workloads)],
+        "host": [] if args.no_host else [(a, w) for a in arms for w in host_workloads(workloads)],
+        "tight": [],
+    }
+    tight_shape: dict = {}
+    if scenarios_on(args) and not args.no_tight:
+        tight, tight_shape = tight_workload(args.seed)
+        stages["tight"] = [(a, tight) for a in tight_arm_list]
+    pairs = [pair for stage in stages.values() for pair in stage]
+    if not pairs:
+        return {}
+    with cli.StageProgress("replaying reshaped sessions") as progress:
+        done = run_pairs(pairs, settings, jobs, not args.no_tiktoken, progress)
+    sections = {
+        "shaped": lambda done: shaped_section(arms, done, settings),
+        "host": lambda done: host_section(arms, runs, done, settings),
+        "tight": lambda done: tight_section(tight_arm_list, done, settings, tight_shape),
+    }
+    out: dict[str, dict] = {}
+    for name, stage in stages.items():
+        stage_runs, done = done[: len(stage)], done[len(stage) :]
+        if stage_runs:
+            out[name] = {**sections[name](stage_runs), "runs": len(stage_runs)}
+    return out
 
 
 if __name__ == "__main__":

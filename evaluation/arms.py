@@ -76,6 +76,12 @@ ARMS: list[Arm] = [
     ),
 ]
 
+# What a user picks between (the README's presets section): the default and the shipped presets. The
+# run's advice ranks these; the other arms are single knobs and experiments, shown in the tables.
+CHOICES = ("progressive", "preset_evidence", "preset_evidence_balanced", "preset_evidence_lean")
+# A documented knob added to a choice (README, `evidence_ledger_segments`): the advice says what it adds.
+REFINEMENTS = {"segments_evidence": "preset_evidence"}
+
 
 def arm_by_name(name: str) -> Arm:
     """Look an arm up in the table."""

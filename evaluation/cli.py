@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from .wording import plural
 from .workloads import SHIPPED_DIR as SHIPPED
 from .workloads import Workload, WorkloadError, load_path, read_messages, session_files
 
@@ -176,13 +177,40 @@ def workloads(paths: Sequence[str] | None, default: str | Path) -> list[Workload
     return loads
 
 
-def real_workloads(paths: Sequence[str] | None, all_workloads: bool) -> list[Workload]:
+def real_workloads(paths: Sequence[str] | None, all_workloads: bool, split: str | None = None) -> list[Workload]:
     """The shipped sessions, or only the named ones; with ``all_workloads`` the 26 test transcripts
-    (after the named ones, if any): the choice every harness command makes the same way."""
+    (after the named ones, if any); with ``split`` one half of the 26 (see `split_half`): the choice
+    every harness command makes the same way."""
+    if split is not None:
+        if paths:
+            raise UsageError("--split picks a half of the 26 transcripts of tests/data/workloads; drop --workload")
+        return split_half(workloads([str(TESTS_WORKLOADS)], SHIPPED), split)
     loads = workloads(paths, SHIPPED)
     if all_workloads:
         loads = (loads if paths else []) + workloads([str(TESTS_WORKLOADS)], SHIPPED)
     return loads
+
+
+SPLITS = ("tune", "report")
+
+
+def split_half(loads: list[Workload], half: str) -> list[Workload]:
+    """One half of the sessions, sorted by file name and taken alternately: positions 0, 2, 4, ... are
+    "tune" (tune on them), 1, 3, 5, ... "report" (report on them), so each half mixes every source."""
+    if half not in SPLITS:
+        raise UsageError(f"--split {half!r}: expected one of {', '.join(SPLITS)}")
+    ordered = sorted(loads, key=lambda w: Path(w.source).name or w.name)
+    return ordered[SPLITS.index(half) :: 2]
+
+
+def add_split(p: argparse.ArgumentParser) -> None:
+    """`--split tune|report`: one half of the 26 test transcripts (tune on one, report the other)."""
+    p.add_argument(
+        "--split",
+        choices=SPLITS,
+        help="one half of the 26 transcripts of tests/data/workloads, sorted by file name and taken "
+        "alternately: tune = positions 0, 2, 4, ...; report = 1, 3, 5, ... (tune on one, report the other)",
+    )
 
 
 def sessions(paths: Sequence[str] | None, default: str | Path) -> dict[str, list[dict]]:
@@ -223,27 +251,16 @@ def check_module_config(option: str, config: Any) -> None:
     The module itself runs odd values with a warning (a drop-in accepts what the original accepts);
     a sweep that measured such a configuration would report numbers nobody meant to ask for.
     """
-    import logging
-
-    from amplifier_module_context_simple.config import parse_config
+    from amplifier_module_context_simple.config import collected_warnings, parse_config
 
     if not isinstance(config, dict):
         raise UsageError(f"{option}: expected a JSON object of module keys, got {json.dumps(config)[:40]}")
-    seen: list[str] = []
-
-    class _Collect(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            seen.append(record.getMessage().removeprefix("context-simple: "))
-
-    logger = logging.getLogger("amplifier_module_context_simple")
-    handler = _Collect(logging.WARNING)
-    logger.addHandler(handler)
-    try:
-        parse_config(config)
-    except ValueError as exc:
-        seen.append(str(exc).removeprefix("context-simple: "))
-    finally:
-        logger.removeHandler(handler)
+    with collected_warnings() as warned:  # every warning, even one this process said before
+        try:
+            parse_config(config)
+        except ValueError as exc:
+            warned.append(str(exc))
+    seen = [text.removeprefix("context-simple: ") for text in warned]
     if seen:
         raise UsageError(f"{option}: {seen[0]}")
 
@@ -276,14 +293,15 @@ class StageProgress:
         if self.bar is not None:
             self.bar.__exit__(*exc)
         elif self.count and exc[0] is None:
-            print(f"{self.stage}: {self.done} runs done in {time.perf_counter() - self.started:.1f} s", file=sys.stderr)
+            took = f"{time.perf_counter() - self.started:.1f} s"
+            print(f"{self.stage}: {plural(self.done, 'run')} done in {took}", file=sys.stderr)
 
     def total(self, n: int) -> None:
         self.count = n
         if self.bar is not None:
             self.task = self.bar.add_task(self.stage, total=n)
         else:
-            print(f"{self.stage}: {n} runs...", file=sys.stderr, flush=True)
+            print(f"{self.stage}: {plural(n, 'run')}...", file=sys.stderr, flush=True)
 
     def advance(self, label: str) -> None:
         self.done += 1
@@ -310,6 +328,7 @@ def main_parser() -> Parser:
     p.add_argument(
         "--all-workloads", action="store_true", help="also replay the 26 transcripts in tests/data/workloads/"
     )
+    add_split(p)
     s = p.add_mutually_exclusive_group()
     s.add_argument(
         "--scenario",
@@ -351,6 +370,14 @@ def main_parser() -> Parser:
     p.add_argument("--no-plots", action="store_true", help="write no PNG plots")
     p.add_argument(
         "--no-shaped", action="store_true", help="skip the Amplifier-shaped replays (hook injections, blocks, thinking)"
+    )
+    p.add_argument(
+        "--no-host",
+        action="store_true",
+        help="skip the host-shaped replay (the real sessions as loop-streaming stores them, side by side)",
+    )
+    p.add_argument(
+        "--no-tight", action="store_true", help="skip the tight-window scenario (runs with the generated scenarios)"
     )
     add_out(p, DEFAULT_OUT, "output folder")
     return p

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import inspect
+import json
 import logging
 import re
 import time
@@ -17,14 +18,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from amplifier_module_context_simple import recall
 from amplifier_module_context_simple.instructions import is_instruction
 
 from .arms import Arm, ignored_keys, load_engine
 from .cache import Prices
 from .evidence import EvidenceIndex, Score
+from .host_shaped import reminder_text, with_reminders
 from .provider import SimProvider
-from .tokens import TokenCounter, canonical_json, content_text, wire_message
+from .recall_probe import probe as recall_probe
+from .tokens import TokenCounter, canonical_json, content_text, read_call, wire_message
+from .wording import clip
 from .workloads import Workload
 
 NOTICE_RESERVE = 800
@@ -75,6 +78,17 @@ def size_window(session_tokens: int, s: Settings) -> Window:
     return Window(session_tokens, budget, window, s.max_output_tokens)
 
 
+def workload_window(workload: Workload, settings: Settings, counter: TokenCounter) -> Window:
+    """The window a workload states (a scenario's provider), else one sized from its true size; a
+    reshaped session is sized by its original, so both replays face the same provider."""
+    sized = counter.messages(workload.sized_by or workload.messages) + settings.request_overhead
+    if not workload.context_window:
+        return size_window(sized, settings)
+    out = workload.max_output_tokens or settings.max_output_tokens
+    budget = workload.context_window - int(out * settings.output_reserve_fraction) - SAFETY_MARGIN
+    return Window(sized, budget, workload.context_window, out)
+
+
 @dataclass
 class Request:
     """What one request looked like and how it was billed."""
@@ -105,6 +119,7 @@ class Request:
     evidence: Score | None = None
     recall_checked: int = 0  # missed evidence tokens looked up with context_recall
     recall_found: int = 0  # of those, returned within the tool's output bound
+    recall: dict[str, list[int]] = field(default_factory=dict)  # per query kind: [asked, found] (recall_probe)
     error: str | None = None
 
 
@@ -128,6 +143,7 @@ class Run:
     summary_cost: float = 0.0
     view_digest: str = ""
     warnings: int = 0
+    over_budget: int = 0  # the module's "Compaction finished OVER BUDGET" warnings
     warning_samples: list[str] = field(default_factory=list)
     synthetic: bool = False
 
@@ -154,7 +170,7 @@ async def replay_async(arm: Arm, workload: Workload, settings: Settings, counter
     """Replay one workload through one arm."""
     from amplifier_core.testing import MockCoordinator
 
-    window = size_window(counter.messages(workload.messages) + settings.request_overhead, settings)
+    window = workload_window(workload, settings, counter)
     run = Run(arm.name, workload.name, "", window, counter.name, facts=sorted(workload.facts))
     # Generated scenarios carry planted facts or corrections; evidence is measured on real sessions only.
     run.synthetic = bool(workload.facts or workload.corrections)
@@ -242,13 +258,14 @@ async def _request(ctx, provider, answer, req, prev, run, workload, originals, d
     try:
         view = list(await ctx.get_messages_for_request(provider=provider))
     except Exception as exc:  # a broken request is a finding, not a crash of the harness
-        req.error = f"{type(exc).__name__}: {exc}"[:300]
+        req.error = clip(f"{type(exc).__name__}: {exc}", WARNING_CHARS)
         digest.update(f"error {req.index}: {req.error}\n".encode())
         return prev
     req.ms = (time.perf_counter() - start) * 1000
     digest.update((canonical_json(view) + "\n").encode())
-    bill = await provider.respond(view, answer)
-    keys, _ = provider.measure(view)
+    sent = with_reminders(view, reminder_text(workload.name)) if workload.host_reminders else view
+    bill = await provider.respond(sent, answer)  # what the host sends is what is billed
+    keys = list(bill.keys)
     o = bill.outcome
     req.messages, req.true_tokens = len(view), o.total
     req.read, req.write, req.plain, req.waste = o.read, o.write, o.plain, o.waste
@@ -263,23 +280,10 @@ async def _request(ctx, provider, answer, req, prev, run, workload, originals, d
     req.truncated_tools, req.tails_kept = tail_retention(view, originals)
     if evidence is not None:
         req.evidence = evidence.score(view, answer, keep_missed=MISSED_SAMPLES)
-        req.recall_checked, req.recall_found = recoverable(ctx, req.evidence.missed[:RECALL_SAMPLES])
+        if workload.recall_probe:
+            req.recall = await recall_probe(ctx, req.evidence.missed[:RECALL_SAMPLES])
+            req.recall_checked, req.recall_found = req.recall.get("exact", (0, 0))
     return keys[: bill.cacheable]
-
-
-def recoverable(ctx: Any, missed: tuple[str, ...]) -> tuple[int, int]:
-    """(missed tokens checked, how many one `context_recall` call with the token as its query returns
-    within the tool's output bound): run on this module's stored history; other engines are not checked."""
-    messages = getattr(ctx, "messages", None)
-    if not missed or not isinstance(messages, list) or not hasattr(ctx, "_spill_sources"):
-        return 0, 0
-    found = 0
-    probe = ctx.__dict__.setdefault("_evaluation_recall", recall.RecallTool(ctx))  # its text cache, per run
-    for token in missed:
-        hits, matched, stopped = recall.search(messages, {}, recall.parse({"query": token}), probe._text)
-        output = recall.render(hits, matched, stopped, recall.MAX_OUTPUT_TOKENS * recall.CHARS_PER_TOKEN)
-        found += token.lower() in output.lower()
-    return len(missed), found
 
 
 def _estimate(ctx: Any, view: list[dict]) -> tuple[int, str]:
@@ -314,8 +318,13 @@ def view_text(view: list[dict]) -> str:
     """Every piece of text a model would read in a view (contents and tool-call arguments)."""
     parts = [content_text(m.get("content")) for m in view]
     for m in view:
-        parts += [str((c.get("function") or {}).get("arguments", "")) for c in m.get("tool_calls") or []]
+        parts += [_arguments(c) for c in m.get("tool_calls") or []]
     return "\n".join(parts)
+
+
+def _arguments(call: Any) -> str:
+    raw = read_call(call)[1]
+    return raw if isinstance(raw, str) else "" if raw is None else json.dumps(raw, ensure_ascii=False)
 
 
 def _probe_facts(view: list[dict], workload: Workload, req: Request) -> None:
@@ -343,6 +352,7 @@ def tail_retention(view: list[dict], originals: dict[str, Any]) -> tuple[int, in
 
 
 WARNING_CHARS = 300
+OVER_BUDGET = "OVER BUDGET"  # the module's warning when compaction could not reach the budget
 WARNING_SHAPES = 5
 SHAPE_CHARS = 120  # enough to tell kinds apart; a cut message still matches its kind
 
@@ -361,7 +371,8 @@ class _CountWarnings(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         self.run.warnings += 1
-        text = record.getMessage()[:WARNING_CHARS]
+        self.run.over_budget += OVER_BUDGET in record.getMessage()
+        text = clip(record.getMessage(), WARNING_CHARS)  # on a whole word, with "..."
         shapes = {message_shape(t) for t in self.run.warning_samples}
         if len(self.run.warning_samples) < WARNING_SHAPES and message_shape(text) not in shapes:
             self.run.warning_samples.append(text)  # one example per kind of message

@@ -9,6 +9,11 @@ characters) that also occur in earlier non-system messages are the evidence it n
   8+ characters) is a line of the view's text. A bag of identifiers does not count; kept lines do.
 * **Token recall**: the token occurs anywhere in the view's text.
 
+The metric reads a session the same way whatever shape its host stored it in: a tool call's
+arguments in any call shape (`tokens.read_call`), and a tool result that is the JSON of a whole
+result object (`{"error": ..., "output": ..., "success": ...}`, as loop-streaming on amplifier-core 2.0.x
+stores every result) through to its output and error (`result_text`).
+
 `EvidenceIndex` indexes each distinct text once (by object identity, then by value), so a request
 costs about the number of messages in its view plus the text that is new in it, not the whole view.
 """
@@ -23,7 +28,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from .tokens import content_text
+from .tokens import content_text, read_call
 
 MIN_TOKEN = 4
 MIN_LINE = 8
@@ -103,18 +108,41 @@ def _strings(value: Any, out: list[str]) -> None:
         out.append(str(value))
 
 
+WRAPPED_KEYS = frozenset({"success", "output", "error", "content"})  # a ToolResult's model_dump()
+
+
+def result_text(text: str) -> str:
+    """A tool result's text, read through a wrapped result object to its output (and error) when it is
+    one; any other text as it is (a wrapper cut short by truncation no longer parses: kept as is)."""
+    if not text.startswith("{") or '"success"' not in text:
+        return text
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        return text
+    if not isinstance(obj, dict) or not {"success", "output"} <= obj.keys() <= WRAPPED_KEYS:
+        return text
+    error = obj.get("error")
+    message = error.get("message") if isinstance(error, dict) else error
+    parts = [obj["output"], None if message == obj["output"] else message]  # a failure's output is its message
+    return "\n".join(p if isinstance(p, str) else json.dumps(p) for p in parts if p is not None)
+
+
 def pieces(msg: dict) -> Iterator[tuple[str, Any]]:
-    """The raw text-bearing parts of a message: ("content", content) and ("args", arguments) per call."""
-    yield "content", msg.get("content")
+    """The raw text-bearing parts of a message: its content ("result" on a tool message, else "content")
+    and ("args", arguments) per tool call, whatever the call's shape."""
+    yield ("result" if msg.get("role") == "tool" else "content"), msg.get("content")
     for call in msg.get("tool_calls") or []:
-        fn = call.get("function") if isinstance(call, dict) else None
-        if isinstance(fn, dict):
-            yield "args", fn.get("arguments")
+        if isinstance(call, dict):
+            yield "args", read_call(call)[1]
 
 
 def piece_text(kind: str, raw: Any) -> str:
     """The text a model reads in one piece."""
-    return arguments_text(raw) if kind == "args" else content_text(raw)
+    if kind == "args":
+        return arguments_text(raw)
+    text = content_text(raw)
+    return result_text(text) if kind == "result" else text
 
 
 def message_text(msg: dict) -> str:

@@ -8,6 +8,7 @@ from typing import Any
 
 from .driver import Run, message_shape
 from .evidence import pool_totals, pooled
+from .recall_probe import recall_rates
 from .scenarios import PLACES, fact_place
 
 
@@ -45,6 +46,7 @@ def run_metrics(run: Run) -> dict[str, Any]:
         "cost": sum(r.cost for r in ok) + run.summary_cost,
         "summary_calls": run.summary_calls,
         "warnings": run.warnings,
+        "over_budget_endings": run.over_budget,
         "warning_samples": run.warning_samples,
         "error_samples": list(dict.fromkeys(r.error for r in run.requests if r.error))[:3],
         "summary_cost": run.summary_cost,
@@ -75,6 +77,8 @@ def evidence_recall(run: Run) -> dict[str, Any]:
     """Evidence line/token miss after the run's first compaction, and its most often missed tokens."""
     scores = [r.evidence for r in run.requests if r.error is None and r.evidence is not None]
     out = pooled(scores)
+    if run.synthetic:  # scripted answers carry no evidence: not measured (n/a), not a miss of 0
+        out["evidence_line_miss"] = out["evidence_token_miss"] = None
     out["evidence_real"] = not run.synthetic
     seen: dict[str, int] = {}
     for s in scores:
@@ -152,6 +156,7 @@ SUMMED = (
 SAFETY = (
     "errors",
     "warnings",
+    "over_budget_endings",
     "over_window",
     "over_window_fitting",
     "silent_prefix_changes",
@@ -185,6 +190,7 @@ def arm_totals(rows: list[dict[str, Any]], runs: list[Run]) -> dict[str, Any]:
     out["facts_final"] = _ratio(out["facts_kept"], out["facts_total"])
     # Issue 21: the share of missed evidence one context_recall call returns within its output bound.
     out["recoverable_miss"] = _ratio(out["recall_found"], out["recall_checked"])
+    out["recall_by_query"] = recall_rates(runs)  # the exact word and the cues an agent would write
     probes = [r["facts_probes"] for r in avail if r["facts_probes"] is not None]
     out["facts_probes"] = sum(probes) / len(probes) if probes else None
     out["facts_by_place"] = _places(avail)

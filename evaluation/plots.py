@@ -1,6 +1,8 @@
-"""PNG plots (matplotlib, Agg): the cost/evidence frontier, tokens per request, and what each arm keeps.
+"""PNG plots (matplotlib, Agg): cost against evidence lost, prompt tokens per request, planted facts kept.
 
-Every arm has its own style (a colour, a marker and, past ten arms, a line style), used in every plot.
+Every configuration has its own colour and marker, the same in every plot. The no-compaction reference,
+the default and the presets (what a user picks between) get fixed, strong styles; the others take the
+next unused colour and marker, so no two of the first 24 configurations share a colour.
 """
 
 from __future__ import annotations
@@ -10,11 +12,46 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-COLOURS = [f"C{i}" for i in range(10)]
-MARKERS = ["o", "s", "^", "D", "v", "P", "X"]  # 7 markers against 10 colours: 70 distinct pairs
+from .arms import CHOICES, REFINEMENTS
+from .wording import config_words, place_name
+
+FIXED = {  # name -> (colour, marker)
+    "none": ("#7f7f7f", "X"),
+    "progressive": ("#000000", "o"),
+    "preset_evidence": ("#1f77b4", "^"),
+    "preset_evidence_balanced": ("#2ca02c", "D"),
+    "preset_evidence_lean": ("#ff7f0e", "v"),
+    "segments_evidence": ("#9467bd", "P"),
+}
+PALETTE = [  # for the others: no grey, black or a fixed colour, no two alike
+    "#d62728",  # red
+    "#8c564b",  # brown
+    "#e377c2",  # pink
+    "#17becf",  # cyan
+    "#bcbd22",  # olive
+    "#393b79",  # navy
+    "#e7ba52",  # gold
+    "#843c39",  # maroon
+    "#637939",  # moss
+    "#7b4173",  # plum
+    "#a6cee3",  # light blue
+    "#fb9a99",  # salmon
+    "#b2df8a",  # light green
+    "#cab2d6",  # lavender
+    "#fdbf6f",  # light orange
+    "#00a087",  # teal
+    "#c51b7d",  # magenta
+    "#6b6ecf",  # periwinkle
+]
+MARKERS = ["s", "<", ">", "p", "h", "*", "d", "H", "8"]  # not used by FIXED
 LINESTYLES = ["-", "--", "-.", ":"]
 PLOTS = ("frontier.png", "tokens.png", "retention.png")
 STALE = ("cost.png",)  # written by earlier versions of the harness
+TOKEN_PANELS = 4  # sessions drawn in tokens.png (the longest real ones)
+# Where a point's name may go, in points from it: nearest first, on every side.
+DIRECTIONS = [(1, 0.6), (1, -0.8), (-1, 0.6), (-1, -0.8), (0, 1), (0, -1.2), (1, 0), (-1, 0)]
+LABEL_OFFSETS = [(round(dx * r), round(dy * r)) for r in (14, 30, 50, 75) for dx, dy in DIRECTIONS]
+POINT_WEIGHT = 5  # hiding a point, or running out of the panel, is worse than touching another label
 
 
 def _pyplot() -> Any:
@@ -26,18 +63,35 @@ def _pyplot() -> Any:
     return plt
 
 
-def arm_style(i: int) -> dict[str, Any]:
-    """The style of the i-th arm: distinct for the first 70 arms."""
-    return {
-        "color": COLOURS[i % len(COLOURS)],
-        "marker": MARKERS[i % len(MARKERS)],
-        "linestyle": LINESTYLES[(i // len(COLOURS)) % len(LINESTYLES)],
-    }
+def table_order(names: Any) -> list[str]:
+    """Names in the arm table's order, then any others (engines) by name: the same in every run."""
+    from .arms import ARMS
+
+    known = [a.name for a in ARMS]
+    return sorted(names, key=lambda n: (known.index(n), "") if n in known else (len(known), n))
 
 
 def styles(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Arm name -> style, in the arm table's order."""
-    return {name: arm_style(i) for i, name in enumerate(data["totals"])}
+    """Configuration name -> {color, marker, linestyle}: fixed ones for the reference, the default and
+    the presets; the others by their place in the arm table, so a configuration keeps its style in a run
+    of a few (`--arms`) and in a report read back from report.json."""
+    from .arms import ARMS
+
+    others = [a.name for a in ARMS if a.name not in FIXED]
+    others += [n for n in table_order(data["totals"]) if n not in FIXED and n not in others]
+    out: dict[str, dict[str, Any]] = {}
+    for name in table_order(data["totals"]):
+        if name in FIXED:
+            colour, marker = FIXED[name]
+            out[name] = {"color": colour, "marker": marker, "linestyle": "-"}
+            continue
+        i = others.index(name)
+        out[name] = {
+            "color": PALETTE[i % len(PALETTE)],
+            "marker": MARKERS[i % len(MARKERS)],
+            "linestyle": LINESTYLES[(i // len(PALETTE)) % len(LINESTYLES)],
+        }
+    return out
 
 
 def _wrap(text: str, width: int = 60) -> str:
@@ -52,140 +106,234 @@ def _by_workload(data: dict[str, Any]) -> dict[str, dict[str, dict]]:
     return out
 
 
-def frontier_plot(data: dict[str, Any], path: Path) -> None:
-    """One point per arm: billed cost vs none against evidence line miss; frontier drawn, default marked.
+def _user_words(data: dict[str, Any], name: str) -> str:
+    arm = data["arms"].get(name) or {}
+    return config_words(arm.get("config") or {}, arm.get("engine", "context-simple"))
 
-    The left panel shows every arm; the right one zooms on the valid arms that save money, where the choice is.
-    """
+
+def frontier_plot(data: dict[str, Any], path: Path) -> None:
+    """One point per configuration: billed cost vs none against evidence line miss; the best trade-offs
+    drawn, the default ringed. Left: every configuration; right: the valid ones that bill less than none,
+    where the choice is, with the default and the presets named as a user configures them."""
     from .report import valid
 
     plt = _pyplot()
     totals = data["totals"]
     pts = {
-        n: ((t["vs_none"] or 0) * 100, (t["evidence_line_miss"] or 0) * 100)
+        n: (t["vs_none"] * 100, t["evidence_line_miss"] * 100)
         for n, t in totals.items()
         if t["available"] and t["vs_none"] is not None and t["evidence_line_miss"] is not None
     }
-    fig, (whole, zoom) = plt.subplots(1, 2, figsize=(14, 6), layout="constrained")
+    fig, (whole, zoom) = plt.subplots(1, 2, figsize=(15, 6.5), layout="constrained")
     for ax in (whole, zoom):
         _frontier_panel(ax, data, pts)
     ok = [pts[n] for n in pts if valid(totals[n]) and pts[n][0] <= 0] or [pts[n] for n in pts if valid(totals[n])]
     if ok:
         costs, misses = [c for c, _ in ok], [m for _, m in ok]
-        pad_c, pad_m = max(1.0, (max(costs) - min(costs)) * 0.15), max(1.0, (max(misses) - min(misses)) * 0.15)
+        pad_c, pad_m = max(1.5, (max(costs) - min(costs)) * 0.2), max(1.5, (max(misses) - min(misses)) * 0.2)
         zoom.set_xlim(min(misses) - pad_m, max(misses) + pad_m)
         zoom.set_ylim(min(costs) - pad_c, max(costs) + pad_c)
-    whole.set_title("every arm")
-    zoom.set_title("zoom on the valid arms that bill less than no compaction")
-    title = f"cost against evidence lost, {_scope(data)} (grey steps = frontier, hollow = not valid, ring = default)"
-    recoverable = (totals.get("progressive") or {}).get("recoverable_miss")
-    if recoverable is not None:
-        title += f"; with recall_tool, context_recall returns {recoverable:.0%} of the default's missed evidence"
-    fig.suptitle(_wrap(title, 110))
+    whole.set_title("every configuration")
+    zoom.set_title("zoom: the valid ones that bill less than no compaction")
+    fig.suptitle(_wrap(_frontier_title(data), 120))
     handles, labels = whole.get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside right upper", fontsize=8)
+    fig.legend(handles, labels, loc="outside right upper", fontsize=8, title="configuration")
+    fig.get_layout_engine().execute(fig)  # lay out once (no drawing), then freeze the layout, so labels
+    fig.set_layout_engine("none")  # are placed where they will be drawn
+    named = [n for n in (*CHOICES, *REFINEMENTS) if n in pts]
+    _place_labels(fig, zoom, pts, {n: _user_words(data, n) for n in named})
     _save(plt, fig, path)
+
+
+def _frontier_title(data: dict[str, Any]) -> str:
+    title = (
+        f"cost against evidence lost, {_scope(data)}; grey steps = the best trade-offs (no valid configuration "
+        "is both cheaper and forgets less), hollow = not valid, ring = the default"
+    )
+    recall = (data["totals"].get("progressive") or {}).get("recoverable_miss")
+    if recall is not None:
+        title += (
+            f"; with recall_tool, one context_recall call asked for the exact lost word gives back {recall:.0%} "
+            "of the default's lost evidence (other queries: report.md)"
+        )
+    return title
 
 
 def _frontier_panel(ax: Any, data: dict[str, Any], pts: dict[str, tuple[float, float]]) -> None:
     from .report import DEFAULT_ARM, valid
 
     totals, style = data["totals"], styles(data)
-    for n, (cost, miss) in pts.items():
+    for n in table_order(pts):
+        cost, miss = pts[n]
         st = style[n]
         face = st["color"] if valid(totals[n]) else "none"
-        ax.scatter(miss, cost, s=60, marker=st["marker"], edgecolors=st["color"], facecolors=face, label=n, zorder=3)
+        size = 90 if n in FIXED else 55
+        ax.scatter(miss, cost, s=size, marker=st["marker"], edgecolors=st["color"], facecolors=face, label=n, zorder=3)
     front = [pts[n] for n in data["frontier"] if n in pts]
     if front:
         xs, ys = zip(*sorted((m, c) for c, m in front), strict=True)
-        ax.step(xs, ys, where="post", color="grey", linewidth=1, zorder=1, label="frontier (valid arms)")
+        ax.step(xs, ys, where="post", color="#b0b0b0", linewidth=1.2, zorder=1, label="best trade-offs")
     if DEFAULT_ARM in pts:
         c, m = pts[DEFAULT_ARM]
-        ax.scatter(m, c, s=260, facecolors="none", edgecolors="black", linewidths=1.5, zorder=2, label="default")
-    _label_points(ax, pts, list(dict.fromkeys([*data["frontier"], DEFAULT_ARM])))
+        ax.scatter(m, c, s=320, facecolors="none", edgecolors="black", linewidths=1.2, zorder=2, label="(default)")
     ax.set_xlabel("evidence line miss after the first compaction (%, lower keeps more)")
     ax.set_ylabel("billed input cost vs no compaction (%, lower is cheaper)")
     ax.grid(True, alpha=0.3)
 
 
-def _label_points(ax: Any, pts: dict[str, tuple[float, float]], named: list[str]) -> None:
-    """Name the frontier arms and the default (the legend names the rest); arms on one spot share a label."""
-    spots: dict[tuple[float, float], list[str]] = {}
-    for n in named:
-        if n in pts:
-            cost, miss = pts[n]
-            spots.setdefault((round(miss, 1), round(cost, 1)), []).append(n)
-    for (miss, cost), names in spots.items():
-        ax.annotate(_wrap(", ".join(names), 30), (miss, cost), xytext=(8, 6), textcoords="offset points", fontsize=8)
+def _place_labels(fig: Any, ax: Any, pts: dict[str, tuple[float, float]], labels: dict[str, str]) -> None:
+    """Name some points inside `ax`, each at the first offset whose text overlaps no other label, no
+    point and stays inside the panel (else where it overlaps least), joined to its point by a thin line."""
+    renderer = fig.canvas.get_renderer()
+    frame = ax.get_window_extent(renderer)
+    points = [_point_box(ax, miss, cost) for cost, miss in pts.values()]
+    taken: list[Any] = []
+    for name, text in labels.items():
+        cost, miss = pts[name]
+        if not (ax.get_xlim()[0] <= miss <= ax.get_xlim()[1] and ax.get_ylim()[0] <= cost <= ax.get_ylim()[1]):
+            continue
+        best: tuple[float, Any] | None = None
+        for dx, dy in LABEL_OFFSETS:
+            ann = ax.annotate(
+                text,
+                (miss, cost),
+                xytext=(dx, dy),
+                textcoords="offset points",
+                ha="left" if dx > 0 else "right" if dx < 0 else "center",
+                va="bottom" if dy > 0 else "top" if dy < 0 else "center",
+                fontsize=8,
+                bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8},
+                arrowprops={"arrowstyle": "-", "lw": 0.6, "color": "0.35", "shrinkA": 0, "shrinkB": 4},
+                zorder=4,
+            )
+            box = _text_box(ann, renderer)
+            cost_of = sum(_overlap(box, t) for t in taken)
+            cost_of += POINT_WEIGHT * (sum(_overlap(box, p) for p in points) + _outside(box, frame))
+            if best is None or cost_of < best[0]:
+                if best is not None:
+                    best[1].remove()
+                best = (cost_of, ann)
+            else:
+                ann.remove()
+            if cost_of == 0:
+                break
+        if best is not None:
+            taken.append(_text_box(best[1], renderer))
+
+
+def _text_box(annotation: Any, renderer: Any) -> Any:
+    """Where a label's text is drawn (its leader line left out)."""
+    from matplotlib.text import Text
+
+    annotation.update_positions(renderer)  # an annotation not drawn yet has not placed its text
+    return Text.get_window_extent(annotation, renderer)
+
+
+def _point_box(ax: Any, x: float, y: float, half: float = 6.0) -> Any:
+    from matplotlib.transforms import Bbox
+
+    px, py = ax.transData.transform((x, y))
+    return Bbox([[px - half, py - half], [px + half, py + half]])
+
+
+def _overlap(a: Any, b: Any) -> float:
+    w = min(a.x1, b.x1) - max(a.x0, b.x0)
+    h = min(a.y1, b.y1) - max(a.y0, b.y0)
+    return w * h if w > 0 and h > 0 else 0.0
+
+
+def _outside(box: Any, frame: Any) -> float:
+    return box.width * box.height - _overlap(box, frame)
 
 
 def _scope(data: dict[str, Any]) -> str:
+    from .wording import plural
+
     w = data["workloads"]
-    return f"{len(w['real'])} transcripts, window {data['settings']['window_fraction']:.0%}"
+    return f"{plural(len(w['real']), 'transcript')}, window {data['settings']['window_fraction']:.0%}"
+
+
+def token_choices(data: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """(configurations, sessions) for tokens.png: no compaction, the default and the presets (else the
+    first five that ran) on the longest real sessions (else any), so the few lines can be told apart."""
+    groups = _by_workload(data)
+    drawn = [n for n in table_order(data["totals"]) if any(n in arms for arms in groups.values())]
+    wanted = [n for n in ("none", *CHOICES) if n in drawn]
+    arms = wanted if len(wanted) >= 2 else drawn[:5]
+    real = [w for w in data["workloads"]["real"] if w in groups] or sorted(groups)
+    size = {w: max(len(s["index"]) for s in groups[w].values()) for w in real}
+    sessions = sorted(real, key=lambda w: (-size[w], w))[:TOKEN_PANELS]
+    return arms, sessions
 
 
 def tokens_plot(data: dict[str, Any], path: Path) -> None:
-    """True prompt tokens per request against the window limit; compaction boundaries marked."""
+    """True prompt tokens per request against the window limit for a few chosen configurations and
+    sessions (every series is in report.json); compaction boundaries marked."""
     plt = _pyplot()
     groups, style = _by_workload(data), styles(data)
-    n = len(groups)
-    cols = min(3, n)
-    rows = math.ceil(n / cols)
-    fig, grid = plt.subplots(rows, cols, figsize=(6 * cols + 2.5, 3.9 * rows), squeeze=False)
-    fig.suptitle("true prompt tokens per request (markers = compaction boundaries; black dashes = window limit)")
-    flat = [ax for row in grid for ax in row]
-    for ax in flat[n:]:
+    arms, sessions = token_choices(data)
+    cols = min(2, len(sessions))
+    rows = math.ceil(len(sessions) / cols)
+    fig, grid = plt.subplots(rows, cols, figsize=(7 * cols + 3, 4.2 * rows), squeeze=False, layout="constrained")
+    for ax in [ax for row in grid for ax in row][len(sessions) :]:
         ax.set_visible(False)
-    for ax, (workload, arms) in zip(flat, sorted(groups.items()), strict=False):
-        for arm, s in arms.items():
+    for ax, workload in zip([ax for row in grid for ax in row], sessions, strict=False):
+        for arm in arms:
+            s = groups[workload].get(arm)
+            if s is None:
+                continue
             st = style[arm]
-            ax.plot(s["index"], s["true_tokens"], color=st["color"], linestyle=st["linestyle"], lw=1, label=arm)
+            ax.plot(s["index"], s["true_tokens"], color=st["color"], linestyle=st["linestyle"], lw=1.4, label=arm)
             marks = [(i, t) for i, t, b in zip(s["index"], s["true_tokens"], s["boundary"], strict=True) if b]
             if marks:
-                ax.scatter(*zip(*marks, strict=True), marker=st["marker"], s=14, color=st["color"])
+                ax.scatter(*zip(*marks, strict=True), marker=st["marker"], s=26, color=st["color"], zorder=3)
         w = data["windows"][workload]
         ax.axhline(w["context_window"] - w["max_output_tokens"], color="black", linestyle=(0, (5, 3)), lw=1.2)
-        ax.set_title(_wrap(workload, 55), fontsize=8)
+        ax.set_title(_wrap(workload, 70), fontsize=9)
         ax.set_xlabel("request")
         ax.set_ylabel("true prompt tokens")
+        ax.grid(True, alpha=0.3)
     from matplotlib.lines import Line2D
 
-    drawn = {a for arms in groups.values() for a in arms}
-    handles = [Line2D([], [], lw=1, markersize=5, label=a, **st) for a, st in style.items() if a in drawn]
+    handles = [Line2D([], [], lw=1.4, markersize=6, label=_user_words(data, a), **style[a]) for a in arms if a in style]
     handles.append(Line2D([], [], color="black", linestyle=(0, (5, 3)), lw=1.2, label="window limit"))
-    labels = [h.get_label() for h in handles]
-    right = 1 - 2.3 / fig.get_figwidth()  # room for the shared legend
-    fig.tight_layout(rect=(0, 0, right, 0.97))  # cheaper than constrained layout on many panels
-    fig.legend(handles, labels, loc="upper left", bbox_to_anchor=(right, 0.97), fontsize=8)
+    fig.legend(handles=handles, loc="outside right upper", fontsize=9)
+    fig.suptitle(
+        _wrap(
+            f"true prompt tokens per request on the {len(sessions)} longest sessions (markers: compaction "
+            "boundaries; dashes: the window limit); every configuration and session is in report.json",
+            120,
+        )
+    )
     _save(plt, fig, path)
 
 
 def retention_plot(data: dict[str, Any], path: Path) -> None:
-    """Planted facts kept at the end, by place, per arm; a place with no facts is written n/a."""
+    """Planted facts kept at the end, by place, per configuration: a table of shares (n/a where a
+    configuration has no figure for a place, never drawn as 0)."""
     from .scenarios import PLACES
 
     plt = _pyplot()
-    arms = [a for a, t in data["totals"].items() if t["available"]]
+    arms = [a for a in table_order(data["totals"]) if data["totals"][a]["available"]]
     places = [p for p in PLACES if any(p in data["totals"][a].get("facts_by_place", {}) for a in arms)]
-    fig, ax = plt.subplots(figsize=(max(8, len(arms) * 1.0 + 3), 4.8), layout="constrained")
-    width = 0.8 / len(places)
-    for j, place in enumerate(places):
-        for i, arm in enumerate(arms):
-            share = (data["totals"][arm].get("facts_by_place", {}).get(place) or {}).get("share")
-            x = i + (j - (len(places) - 1) / 2) * width
-            if share is None:
-                ax.text(x, 0.02, "n/a", rotation=90, ha="center", va="bottom", fontsize=7)
-                continue
-            ax.bar(x, share * 100, width, color=COLOURS[j % len(COLOURS)])
-    ax.set_xticks(range(len(arms)), arms, rotation=30, ha="right", fontsize=8)
-    ax.set_ylim(0, 105)
-    ax.set_xlabel("arm")
-    ax.set_ylabel("planted facts kept at the last request (%)")
-    ax.set_title(_wrap("planted facts kept, by where they were planted (user turns; head, middle, end of results)"))
-    from matplotlib.patches import Patch
-
-    handles = [Patch(color=COLOURS[j % len(COLOURS)], label=p) for j, p in enumerate(places)]
-    fig.legend(handles=handles, loc="outside right upper", fontsize=8, title="planted in")
+    shares = [[(data["totals"][a]["facts_by_place"].get(p) or {}).get("share") for p in places] for a in arms]
+    fig, ax = plt.subplots(figsize=(2.6 + 1.5 * len(places), 1.6 + 0.34 * len(arms)), layout="constrained")
+    grid = [[math.nan if s is None else s * 100 for s in row] for row in shares]
+    image = ax.imshow(grid, cmap="Greens", vmin=0, vmax=100, aspect="auto")  # n/a cells stay blank
+    for i, row in enumerate(shares):
+        for j, share in enumerate(row):
+            text = "n/a" if share is None else f"{share:.0%}"
+            dark = share is not None and share > 0.6
+            ax.text(j, i, text, ha="center", va="center", fontsize=8, color="white" if dark else "black")
+    ax.set_xticks(range(len(places)), [place_name(p) for p in places])
+    ax.set_yticks(range(len(arms)), arms, fontsize=8)
+    ax.xaxis.tick_top()
+    fig.colorbar(image, ax=ax, label="planted facts kept at the last request (%)", shrink=0.6)
+    ax.set_title(
+        "planted facts kept at the last request, by where they were planted\n(retraction: a one-line "
+        "message retracting an instruction; not the user's long corrections)",
+        fontsize=9,
+    )
     _save(plt, fig, path)
 
 

@@ -25,6 +25,7 @@ class Bill:
     outcome: CacheOutcome
     cacheable: int
     output_tokens: int
+    keys: tuple = ()  # the wire key of each message, as measured for the bill
 
 
 def is_ephemeral(msg: dict) -> bool:
@@ -93,7 +94,7 @@ class SimProvider:
         outcome = self.cache.request(keys, tokens, cacheable)
         output = self.counter.message(answer) if answer else 0
         await self._emit(outcome.gross_input, outcome.read, outcome.write, output)
-        return Bill(outcome, cacheable, output)
+        return Bill(outcome, cacheable, output, tuple(keys))
 
     async def complete(self, request: Any, **kwargs: Any) -> Any:
         """Scripted summarizer: the first line of each summarized message, capped."""

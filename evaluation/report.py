@@ -11,13 +11,15 @@ from . import cli
 from .arms import Arm
 from .driver import Run, Settings
 from .metrics import arm_totals, run_metrics
+from .recall_probe import QUERY_KINDS
+from .wording import plural
 
 DEFAULT_ARM = "progressive"
 TERMINAL_WIDTH = 80  # no terminal line is wider
 REFERENCE_ARM = "none"
 # The few columns that decide a choice: shown in the terminal and first in report.md.
 KEY_COLUMNS = [
-    ("arm", "arm"),
+    ("configuration", "arm"),
     ("cost vs none", "vs_none"),
     ("evidence line miss", "evidence_line_miss"),
     ("evidence token miss", "evidence_token_miss"),
@@ -37,9 +39,10 @@ TERMINAL_HEADS = [
     "correc-\ntions",
     "invalid",
 ]
+NAME_HEAD = "config-\nuration"
 DROP_ORDER = [2, 3, 5, 6]  # on a narrow terminal: token miss, boundaries, facts, corrections go first
 COLUMNS = [
-    ("arm", "arm"),
+    ("configuration", "arm"),
     ("reqs", "requests"),
     ("errors", "errors"),
     ("warnings", "warnings"),
@@ -51,7 +54,10 @@ COLUMNS = [
     ("vs default", "vs_default"),
     ("evidence line miss", "evidence_line_miss"),
     ("evidence token miss", "evidence_token_miss"),
-    ("recoverable by recall", "recoverable_miss"),
+    ("recall: exact word", "recall_exact"),
+    ("recall: word of the line", "recall_line_cue"),
+    ("recall: call", "recall_call_cue"),
+    ("recall: 3 words", "recall_three_words"),
     ("over window", "over_window"),
     ("peak/limit", "peak_over_limit"),
     ("orphans", "orphan_tool_results"),
@@ -67,6 +73,7 @@ COLUMNS = [
     ("ms p90", "ms_p90"),
 ]
 PERCENT = {"cache_read_share", "facts_final", "facts_probes", "tail_retention", "peak_over_limit", "recoverable_miss"}
+PERCENT |= {f"recall_{kind}" for kind in QUERY_KINDS}
 PERCENT_1 = {"evidence_line_miss", "evidence_token_miss"}
 SIGNED = {"vs_none", "vs_default", "scenario_vs_none", "estimator_error_mean"}
 
@@ -100,6 +107,7 @@ def build(arms: list[Arm], runs: list[Run], settings: Settings, engines: dict[st
         t["valid"] = valid(t, floor["requests"])
         total = t.get("corrections_total") or 0
         t["corrections"] = f"{t['corrections_kept']}/{total}" if total and t["available"] else None
+        t.update({f"recall_{kind}": fig["rate"] for kind, fig in (t.get("recall_by_query") or {}).items()})
     counter = runs[0].counter if runs else "n/a"
     return {
         "token_counter": counter,
@@ -194,10 +202,10 @@ def print_table(data: dict[str, Any], md_path: Path | None = None) -> None:
     keep = _fitting_columns(cells, console.width)
     caption = "miss: evidence the next step used that the view lost (by line / by token), after the first compaction"
     if len(keep) < len(TERMINAL_HEADS):
-        caption += f"; {len(TERMINAL_HEADS) - len(keep)} column(s) left out to fit the terminal"
+        caption += f"; {plural(len(TERMINAL_HEADS) - len(keep), 'column')} left out to fit the terminal"
     table = Table(title=_title(data), caption=caption, box=box.SIMPLE_HEAD, pad_edge=False)
     table.title_justify = table.caption_justify = "left"
-    table.add_column("arm", no_wrap=True)
+    table.add_column(NAME_HEAD, no_wrap=True)
     for i in keep:
         table.add_column(TERMINAL_HEADS[i], justify="right", no_wrap=True)
     for row in cells:
@@ -217,7 +225,7 @@ def _fitting_columns(cells: list[list[str]], width: int) -> list[int]:
     keep = list(range(len(TERMINAL_HEADS)))
 
     def needed() -> int:
-        arm = max((len(r[0]) for r in cells), default=3)
+        arm = max([len(x) for x in NAME_HEAD.split("\n")] + [len(r[0]) for r in cells])
         cols = [max([len(x) for x in TERMINAL_HEADS[i].split("\n")] + [len(r[i + 1]) for r in cells]) for i in keep]
         return arm + sum(cols) + 3 * len(cols) + 2  # padding and a separator per column, the edges
 
@@ -231,8 +239,9 @@ def _fitting_columns(cells: list[list[str]], width: int) -> list[int]:
 def _title(data: dict[str, Any]) -> str:
     w = data["workloads"]
     window = data["settings"]["window_fraction"]
+    scenarios = f" + {plural(len(w['scenarios']), 'generated scenario')}" if w["scenarios"] else ""
     return (
-        f"{len(w['real'])} transcripts + {len(w['scenarios'])} generated scenarios, "
+        f"{plural(len(w['real']), 'transcript')}{scenarios}, "
         f"window {window:.0%} of each session ({data['token_counter']})"
     )
 
@@ -245,11 +254,11 @@ def markdown_table(headers: list[str], rows: list[list[str]]) -> str:
 
 
 def per_workload(data: dict[str, Any]) -> str:
-    """Every arm on every workload, the main columns."""
+    """Every configuration on every session, the main columns."""
     keys = ["requests", "errors", "boundaries", "cache_read_share", "cost", "over_window", "peak_true_tokens"]
     keys += ["window_limit", "evidence_line_miss", "facts_final", "tail_retention", "estimator_error_mean"]
     rows = [[r["arm"], r["workload"]] + [fmt(k, r[k]) for k in keys] for r in data["rows"] if r["available"]]
-    return markdown_table(["arm", "workload", *keys], rows)
+    return markdown_table(["configuration", "session", *keys], rows)
 
 
 SHAPED_KEYS = (
@@ -263,7 +272,7 @@ SHAPED_KEYS = (
 
 
 def shaped_section(arms: list[Arm], runs: list[Run], settings: Settings) -> dict[str, Any]:
-    """Every arm on the Amplifier-shaped sessions (issue 18): the promises that must hold there."""
+    """Every arm on the Amplifier-shaped sessions: the promises that must hold there."""
     data = build(arms, runs, settings, {})
     totals = {name: {k: t.get(k) for k in SHAPED_KEYS} for name, t in data["totals"].items() if t["available"]}
     return {"workloads": data["workloads"]["real"], "totals": totals}
@@ -271,7 +280,7 @@ def shaped_section(arms: list[Arm], runs: list[Run], settings: Settings) -> dict
 
 def shaped_rows(data: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     headers = [
-        "arm",
+        "configuration",
         "cost vs default",
         "evidence line miss",
         "prefix changes without event",
@@ -299,7 +308,7 @@ def print_shaped(data: dict[str, Any]) -> None:
         print(f"Amplifier-shaped sessions ({n}): promises broken by:\n  {', '.join(broken)}\n(see report.md)")
     else:
         print(
-            f"Amplifier-shaped sessions ({n}): every compacting arm keeps 0 prefix changes\n"
-            "without an event, 0 invalid views and 0 requests over the window where the\n"
-            "instructions fit (see report.md)"
+            f"Amplifier-shaped sessions ({n}): every compacting configuration keeps 0 prefix\n"
+            "changes without an event, 0 invalid views and 0 requests over the window where\n"
+            "the instructions fit (see report.md)"
         )

@@ -6,19 +6,18 @@ import json
 from pathlib import Path
 from typing import Any
 
+from . import advice, report_host, report_recall
 from .report import (
     COLUMNS,
-    DEFAULT_ARM,
     KEY_COLUMNS,
-    REFERENCE_ARM,
     fmt,
     markdown_table,
     per_workload,
     shaped_rows,
     table_cells,
-    valid,
 )
 from .tokens import FALLBACK_NAME, FRAMING_TOKENS
+from .wording import place_name, plural
 
 FALLBACK_NOTE = " tiktoken o200k_base was not used (it could not load, or --no-tiktoken); counts are approximate."
 DEFINITIONS = [
@@ -29,7 +28,7 @@ DEFINITIONS = [
     ("read share", "cache-read tokens / all prompt tokens"),
     ("waste", "tokens billed again (plain or write) that an earlier request had already cached"),
     ("cost", "billed input: plain x input + writes x cache_write + reads x cache_read (+ summarizer calls)"),
-    ("vs none / vs default", "cost relative to the no-compaction reference / to the default arm, same workloads"),
+    ("vs none / vs default", "cost relative to the no-compaction reference / to the default, same workloads"),
     (
         "evidence line / token miss",
         "real transcripts only, requests from each run's first compaction on: share of the distinctive tokens "
@@ -46,11 +45,17 @@ DEFINITIONS = [
     ),
     ("scenario cost vs none", "billed cost on the generated scenarios relative to the no-compaction reference"),
     (
-        "recoverable by recall",
+        "recall: exact word / word of the line / call / 3 words",
         "of the evidence the view missed (sampled, 2 tokens a request), the share one context_recall call "
-        "with the token as its query returns within the tool's ~2,000-token output (opt-in recall_tool)",
+        "returns within the tool's ~2,000-token output (opt-in recall_tool), asked for the exact lost word / "
+        "another distinctive word of its line / the path or command of the call whose result held it / three "
+        "words of its line (see *What context_recall gives back*)",
     ),
-    ("corrections kept", "the user's corrections still in the final view verbatim (the corrections scenarios)"),
+    (
+        "corrections kept",
+        "of the user's long mid-session corrections (4 in each corrections scenario), those still in the final "
+        "view whole, as the user's own message",
+    ),
     ("invalid", "requests that raised or whose view holds an orphan tool result or an unanswered call (must be 0)"),
     ("tail kept", "shortened tool results whose original last 80 characters are still in the view"),
     ("est err", "mean (estimate - true) / true over requests (estimator error against true tokens)"),
@@ -59,7 +64,7 @@ DEFINITIONS = [
 
 
 def explain(data: dict[str, Any]) -> list[str]:
-    """How the run was sized, priced and counted, then the engines and arms and the column definitions."""
+    """How the run was sized, priced and counted, then the configurations and the column definitions."""
     s = data["settings"]
     p = s["prices"]
     counter = data["token_counter"]
@@ -74,12 +79,14 @@ def explain(data: dict[str, Any]) -> list[str]:
         f"{s['max_output_tokens']}.",
         f"- Cache: Anthropic-style prefix cache, breakpoint after the last non-ephemeral message, minimum "
         f"{s['min_cacheable']:,} tokens. Prices per token unit: input {p['input']}, cache write "
-        f"{p['cache_write']}, cache read {p['cache_read']}; output is not priced (identical across arms).",
+        f"{p['cache_write']}, cache read {p['cache_read']}; output is not priced (identical in every configuration).",
         "- Estimate: " + "; ".join(data["estimate_source"] or ["n/a"]) + ".",
         "- Cost, boundaries and evidence are pooled over the real transcripts; over window, invalid views, "
         "warnings and planted facts over every workload, scenarios included.",
         "",
-        "## Engines and arms",
+        "## Configurations",
+        "",
+        "Each label of the tables, what a user writes in the module's config to get it, and what it is for.",
         "",
     ]
     lines += [f"- engine `{name}`: {label}" for name, label in sorted(data["engines"].items())]
@@ -89,9 +96,16 @@ def explain(data: dict[str, Any]) -> list[str]:
         status = "" if t["available"] else f" **not available**: {t['reason']}"
         if t["available"] and arm["config"].get("compaction_strategy") == "summary":
             status += f" Summarizer calls: {t['summary_calls']}."
-        lines.append(f"- `{name}` ({arm['engine']}, config `{arm['config']}`): {arm['notes']}.{status}")
+        lines.append(f"- `{name}`: {advice.words(data, name)}; {arm['notes']} (engine {arm['engine']}).{status}")
     lines += ["", "## Columns", ""] + [f"- **{k}**: {v}" for k, v in DEFINITIONS]
     return lines
+
+
+PLOT_NAMES = {
+    "frontier.png": "billed cost against evidence lost, per configuration",
+    "tokens.png": "true prompt tokens per request",
+    "retention.png": "planted facts kept, by place",
+}
 
 
 def markdown(data: dict[str, Any], plots: list[str]) -> str:
@@ -100,130 +114,51 @@ def markdown(data: dict[str, Any], plots: list[str]) -> str:
     parts = ["# Evaluation report", "", *verdict(data), "", "## Key numbers (pooled)", ""]
     parts += [markdown_table([h for h, _ in KEY_COLUMNS], table_cells(data, KEY_COLUMNS)), ""]
     parts += ["## Every pooled column", "", markdown_table([h for h, _ in COLUMNS], table_cells(data)), ""]
-    parts += [*unavailable(data), *places(data), *warnings(data), "## How this run was made", "", *explain(data)]
+    parts += [*unavailable(data), *places(data), *report_recall.section(data), *warnings(data)]
+    parts += ["## How this run was made", "", *explain(data)]
     parts += shaped(data)
-    parts += ["", "## Per arm and workload", "", per_workload(data), ""]
+    parts += report_host.host_markdown(data) + report_host.tight_markdown(data)
+    parts += ["", "## Per configuration and session", "", per_workload(data), ""]
     if plots:
-        parts += ["## Plots", ""] + [f"![{p}]({p})" for p in plots] + [""]
+        parts += ["## Plots", ""] + [f"![{PLOT_NAMES.get(p, p)}]({p})" for p in plots] + [""]
     return "\n".join(parts)
 
 
-def _arm(data: dict[str, Any], name: str) -> str:
-    t = data["totals"][name]
-    miss = fmt("evidence_line_miss", t["evidence_line_miss"])
-    return f"`{name}` (cost {fmt('vs_none', t['vs_none'])} vs none, evidence miss {miss})"
-
-
 def verdict(data: dict[str, Any]) -> list[str]:
-    """'How to read this / what to pick', from this run's numbers."""
-    totals, front = data["totals"], data["frontier"]
+    """'How to read this / what to pick', from this run's numbers, in configuration terms."""
     w = data["workloads"]
+    sessions = plural(len(w["real"]), "real transcript")
+    if w["scenarios"]:
+        sessions += f" and {plural(len(w['scenarios']), 'generated scenario')} (planted facts, the user's corrections)"
     out = [
         "## How to read this, and what to pick",
         "",
-        f"Each arm is one configuration replayed on the same {len(w['real'])} real transcripts and "
-        f"{len(w['scenarios'])} generated scenarios (planted facts, the user's corrections), with a window of "
+        f"Each configuration is replayed on the same {sessions}, with a window of "
         f"{data['settings']['window_fraction']:.0%} of each session's size, so every session must be compacted. "
-        "Read three things: what it bills (**cost vs none**, lower is cheaper), what it forgets (**evidence line "
-        "miss**: the share of what the agent used in its next step that the view no longer shows, after the "
-        "first compaction; lower is better), and whether it is valid (**over window** and **invalid** are 0).",
+        "Read three things: what it bills (**cost vs none**: against sending the whole history every time; "
+        "lower is cheaper), what it forgets (**evidence line miss**: the share of what the agent used in its "
+        "next step that the view no longer shows, after the first compaction; lower is better), and whether it "
+        "is an option at all (**over window** and **invalid** are 0). A configuration is named by what you write "
+        "in the module's config (`preset: evidence`); the tables give each a short label, listed with its "
+        "settings under *Configurations*.",
         "",
+        *(f"- {line}" for line in advice.advice(data)),
     ]
-    d = totals.get(DEFAULT_ARM)
-    if d and d["available"]:
-        over, invalid = _n(d["over_window"], "request"), _n(d["invalid_views"], "invalid view")
-        out.append(
-            f"- The default {_arm(data, DEFAULT_ARM)} keeps {fmt('facts_final', d['facts_final'])} of the planted "
-            f"facts, with {over} over the window and {invalid}."
-        )
-    ok = [n for n, t in totals.items() if valid(t) and t["evidence_line_miss"] is not None]
-    if ok:
-        cheap = min(ok, key=lambda n: (totals[n]["cost"], totals[n]["evidence_line_miss"]))
-        keep = min(ok, key=lambda n: (totals[n]["evidence_line_miss"], totals[n]["cost"]))
-        out.append(f"- Cheapest valid arm: {_arm(data, cheap)}. Fewest evidence misses: {_arm(data, keep)}.")
-        out.append("- The frontier (no valid arm is both cheaper and misses less): " + ", ".join(front) + ".")
-    out += _corrections(totals) + _floor(data) + _not_valid(totals)
-    out.append("- " + _pick(data))
+    rest = advice.others(data)
+    if rest:
+        out += ["", "The other configurations measured (single settings and experiments, for comparison):", ""]
+        out += [f"- {line}" for line in rest]
     return out
-
-
-def _corrections(totals: dict[str, dict[str, Any]]) -> list[str]:
-    """Which valid arms keep the most of the user's corrections verbatim (the corrections scenarios)."""
-    ran = {n: t for n, t in totals.items() if valid(t) and t.get("corrections")}
-    if not ran:
-        return []
-    best = max(t["corrections_kept"] for t in ran.values())
-    names = ", ".join(f"`{n}`" for n, t in ran.items() if t["corrections_kept"] == best)
-    d = totals.get(DEFAULT_ARM) or {}
-    default = f"; the default keeps {d['corrections']}" if d.get("corrections") else ""
-    total = next(iter(ran.values()))["corrections_total"]
-    return [f"- To keep the user's corrections verbatim: {names} ({best}/{total} kept){default}."]
-
-
-def _n(count: int, noun: str) -> str:
-    return f"{count:,} {noun}{'' if count == 1 else 's'}"
-
-
-def _floor(data: dict[str, Any]) -> list[str]:
-    floor = data["over_window_floor"]
-    if not floor["requests"]:
-        return []
-    where = ", ".join(floor["workloads"]) or "various workloads"
-    return [
-        f"- Every compacting arm sends at least {floor['requests']} requests over the window ({where}): what "
-        "cannot be removed (system prompt, protected messages) is larger than the window there. That floor "
-        "is not held against any arm below."
-    ]
-
-
-def _not_valid(totals: dict[str, dict[str, Any]]) -> list[str]:
-    out = []
-    for name, t in totals.items():
-        if not t["available"]:
-            out.append(f"- `{name}` did not run: {t['reason']}.")
-        elif not valid(t):
-            why = f"{_n(t['over_window'], 'request')} over the window, {_n(t['invalid_views'], 'invalid view')}"
-            ref = " (the reference, not a choice)" if name == REFERENCE_ARM else ""
-            out.append(f"- `{name}` is not valid{ref}: {why}.")
-    return out
-
-
-def _pick(data: dict[str, Any]) -> str:
-    totals, front = data["totals"], data["frontier"]
-    d = totals.get(DEFAULT_ARM)
-    if not front:
-        return "What to pick: no arm was valid in this run; see the reasons above."
-    if not d or not d["available"] or d["evidence_line_miss"] is None:
-        return f"What to pick: the frontier arm whose evidence miss you can accept, at the lowest cost ({front[0]})."
-    if DEFAULT_ARM in front:
-        return (
-            "What to pick: the default is on the frontier: no valid arm is both cheaper and misses less. "
-            "Frontier arms cheaper than it forget more; those that forget less cost more."
-        )
-    better = [
-        n
-        for n in front
-        if totals[n]["cost"] <= d["cost"] and totals[n]["evidence_line_miss"] <= d["evidence_line_miss"]
-    ]
-    names = ", ".join(f"`{n}` ({_against(totals[n], d)})" for n in better)
-    verb, obj = ("beats", "it") if len(better) == 1 else ("beat", "one of them")
-    return f"What to pick: {names} {verb} the default on both cost and evidence in this run; prefer {obj}."
-
-
-def _against(t: dict[str, Any], d: dict[str, Any]) -> str:
-    """An arm's cost and evidence miss against the default's, e.g. 'cost -1%, miss 11.5% vs 12.3%'."""
-    miss, base = fmt("evidence_line_miss", t["evidence_line_miss"]), fmt("evidence_line_miss", d["evidence_line_miss"])
-    return f"cost {fmt('vs_default', t['vs_default'])} vs the default, evidence miss {miss} vs {base}"
 
 
 def unavailable(data: dict[str, Any]) -> list[str]:
-    """Arms that did not run, with the reason (nothing when every arm ran)."""
+    """Configurations that did not run, with the reason (nothing when every one ran)."""
     rows = [f"- `{n}`: {t['reason']}" for n, t in data["totals"].items() if not t["available"]]
-    return ["## Arms that did not run", "", *rows, ""] if rows else []
+    return ["## Configurations that did not run", "", *rows, ""] if rows else []
 
 
 def places(data: dict[str, Any]) -> list[str]:
-    """Planted-fact retention by place, per arm (nothing when no scenario ran)."""
+    """Planted-fact retention by place, per configuration (nothing when no scenario ran)."""
     names = sorted({p for t in data["totals"].values() for p in t.get("facts_by_place", {})}, key=_order)
     if not names:
         return []
@@ -235,9 +170,12 @@ def places(data: dict[str, Any]) -> list[str]:
     head = "## Planted facts kept at the last request, by place"
     intro = (
         "Facts sit in early user turns, at the head, middle and end of tool results of mixed sizes, and in a "
-        "mid-session correction; a fact is kept when it is still in the view verbatim."
+        "*retraction* (a one-line mid-session message retracting an earlier instruction); a fact is kept when "
+        "it is still in the view verbatim. Not to be confused with *corrections kept*, the user's long "
+        "corrections kept whole."
     )
-    return [head, "", intro, "", markdown_table(["arm", *names, "all"], rows), ""]
+    headers = ["configuration", *(place_name(p) for p in names), "all"]
+    return [head, "", intro, "", markdown_table(headers, rows), ""]
 
 
 def _order(place: str) -> tuple[int, str]:
@@ -251,7 +189,7 @@ def _kept(p: dict[str, Any] | None) -> str:
 
 
 def warnings(data: dict[str, Any]) -> list[str]:
-    """Each kind of error and engine warning once, with the arms (and counts) and workloads that met it."""
+    """Each kind of error and engine warning once, with the configurations (and counts) and sessions that met it."""
     from .driver import message_shape
 
     kinds: dict[tuple[str, str], dict[str, Any]] = {}
@@ -266,10 +204,11 @@ def warnings(data: dict[str, Any]) -> list[str]:
     out = []
     for (kind, _), e in sorted(kinds.items(), key=lambda kv: kv[0][0]):  # errors first
         arms = ", ".join(f"`{a}`" for a in e["arms"])
-        where = ", ".join(e["workloads"][:MAX_WARNINGS]) + (" ..." if len(e["workloads"]) > MAX_WARNINGS else "")
-        out.append(f'- {kind}: "{e["sample"]["message"]}"  \n  arms: {arms}; workloads: {where}')
+        more = len(e["workloads"]) - MAX_WARNINGS
+        where = ", ".join(e["workloads"][:MAX_WARNINGS]) + (f" and {more} more" if more > 0 else "")
+        out.append(f'- {kind}: "{e["sample"]["message"]}"  \n  configurations: {arms}; sessions: {where}')
     totals = [f"`{a}` {t['errors']}/{t['warnings']}" for a, t in data["totals"].items() if t["available"]]
-    head = "Errors/warnings per arm: " + ", ".join(totals) + ". Each kind of message once (numbers vary):"
+    head = "Errors/warnings per configuration: " + ", ".join(totals) + ". Each kind of message once (numbers vary):"
     return ["## Errors and warnings", "", head, "", *out, ""] if out else []
 
 
@@ -277,7 +216,7 @@ MAX_WARNINGS = 3
 
 
 def shaped(data: dict[str, Any]) -> list[str]:
-    """The Amplifier-shaped section: what hosts really store, every arm, the promises that must hold."""
+    """The Amplifier-shaped section: what hosts really store, every configuration, the promises that must hold."""
     if "shaped" not in data:
         return []
 
@@ -286,7 +225,7 @@ def shaped(data: dict[str, Any]) -> list[str]:
         "",
         "## Amplifier-shaped sessions",
         "",
-        f"The same {len(data['shaped']['workloads'])} real sessions as an Amplifier host stores them "
+        f"The same {plural(len(data['shaped']['workloads']), 'real session')} as an Amplifier host stores them "
         "(evaluation/shaped.py, seeded): system-role hook injections after 40% of the tool calls, half of them "
         "between the call and its results; text blocks on 30% of user messages and tool results; a developer "
         "instruction on some sessions; signed thinking blocks on half the assistant turns; call ids reused per "
@@ -312,31 +251,11 @@ def plain(text: str) -> str:
     return text.replace("**", "").replace("`", "")
 
 
-def undecided(data: dict[str, Any]) -> list[str]:
-    """Where this run's numbers cannot decide: sessions too small to compact, or arms that tie."""
-    totals = {n: t for n, t in data["totals"].items() if valid(t) and t["evidence_line_miss"] is not None}
-    out = []
-    d = data["totals"].get(DEFAULT_ARM)
-    if d and d["available"] and not d["boundaries"]:
-        out.append(
-            "The sessions were too small to compact at this window: the arms cannot be told apart; "
-            "use a smaller --window-fraction or longer sessions."
-        )
-    seen: dict[tuple[str, str], str] = {}
-    for name, t in totals.items():
-        key = (fmt("vs_none", t["vs_none"]), fmt("evidence_line_miss", t["evidence_line_miss"]))
-        if key in seen and name != REFERENCE_ARM:
-            out.append(f"{seen[key]} and {name} tie on cost and evidence miss: these numbers cannot decide.")
-        seen.setdefault(key, name)
-    return out
-
-
 def terminal_verdict(data: dict[str, Any], width: int = 80) -> list[str]:
-    """Which arm to pick for which goal, from this run's numbers, wrapped to `width` for the terminal."""
+    """What to pick for which goal, in configuration terms, wrapped to `width` for the terminal."""
     import textwrap
 
-    bullets = [line[2:] for line in verdict(data) if line.startswith("- ")]
     lines = []
-    for text in [*bullets, *undecided(data)]:
+    for text in [*advice.advice(data), *report_recall.terminal(data)]:
         lines += textwrap.wrap(plain(text), width, initial_indent="- ", subsequent_indent="  ")
     return lines

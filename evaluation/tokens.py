@@ -1,9 +1,11 @@
 """True token counts of wire messages: tiktoken o200k_base when it loads, else a stated fallback.
 
 What is counted per message: o200k tokens of the role, of the content (text blocks joined when the
-content is a list) and of each tool call's function name and arguments, plus a fixed 3-token framing
-overhead (the usual chat-format allowance). Metadata and view markers never reach the wire and are
-not counted. Counts are cached per distinct wire message.
+content is a list) and of each tool call's name and arguments (whatever the call's shape, see
+`read_call`), plus a fixed 3-token framing overhead (the usual chat-format allowance). An image block
+costs what Anthropic bills for it (width x height / 750, at most 1,600; 1,600 when the block gives no
+size), never its base64 text. Metadata and view markers never reach the wire and are not counted.
+Counts are cached per distinct wire message.
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ CACHE_DIR = Path(__file__).resolve().parent / "tiktoken_cache"
 ENCODING = "o200k_base"
 FRAMING_TOKENS = 3
 FALLBACK_NAME = "fallback ceil(len(wire JSON)/4)"
+IMAGE_TYPES = ("image", "image_url", "input_image")
+IMAGE_MAX_TOKENS = 1600  # Anthropic downscales past ~1.15 megapixels: ~1,600 tokens at most
+PIXELS_PER_TOKEN = 750
 
 
 def ensure_tiktoken_cache_dir() -> str:
@@ -37,6 +42,32 @@ def content_text(content: Any) -> str:
         parts = [b.get("text", "") if isinstance(b, dict) else str(b) for b in content]
         return "\n".join(p for p in parts if isinstance(p, str))
     return json.dumps(content, sort_keys=True, ensure_ascii=False)
+
+
+def read_call(call: Any) -> tuple[str, Any]:
+    """(name, raw arguments) of a tool call in any shape a host stores: OpenAI's
+    `{"function": {"name", "arguments": "<json>"}}`, Amplifier's orchestrators' `{"tool", "arguments": {}}`,
+    amplifier-core's `{"name", "arguments"}` and content blocks' `{"name", "input"}`."""
+    if not isinstance(call, dict):
+        return "", None
+    fn = call.get("function")
+    if isinstance(fn, dict):
+        return str(fn.get("name") or ""), fn.get("arguments")
+    name = call.get("name") or call.get("tool") or ""
+    return str(name), call.get("arguments", call.get("input"))
+
+
+def image_tokens(block: dict) -> int:
+    """What a provider bills for one image block (Anthropic's rule), from the size the block gives."""
+    source = block.get("source") if isinstance(block.get("source"), dict) else {}
+    width, height = (block.get(k, source.get(k)) for k in ("width", "height"))
+    if isinstance(width, int) and isinstance(height, int) and width > 0 and height > 0:
+        return min(IMAGE_MAX_TOKENS, -(-width * height // PIXELS_PER_TOKEN))
+    return IMAGE_MAX_TOKENS
+
+
+def _is_image(block: Any) -> bool:
+    return isinstance(block, dict) and block.get("type") in IMAGE_TYPES
 
 
 def wire_message(msg: dict) -> dict:
@@ -99,15 +130,20 @@ class TokenCounter:
         return sum(self.message(m) for m in msgs)
 
     def _count(self, msg: dict) -> int:
+        content = msg.get("content")
+        images = [b for b in content if _is_image(b)] if isinstance(content, list) else []
+        image_cost = sum(image_tokens(b) for b in images)
+        if images:  # an image's base64 payload is not text the model reads
+            content = [b for b in content if not _is_image(b)]
         if self._enc is None:
-            return math.ceil(len(canonical_json(wire_message(msg))) / 4)
-        total = FRAMING_TOKENS + self.text(str(msg.get("role") or ""))
-        total += self.text(content_text(msg.get("content")))
+            return math.ceil(len(canonical_json(wire_message({**msg, "content": content}))) / 4) + image_cost
+        total = FRAMING_TOKENS + self.text(str(msg.get("role") or "")) + image_cost
+        total += self.text(content_text(content))
         for call in msg.get("tool_calls") or []:
-            fn = call.get("function") or {}
-            args = fn.get("arguments", "")
-            total += self.text(str(fn.get("name") or ""))
-            total += self.text(args if isinstance(args, str) else canonical_json(args))
+            name, args = read_call(call)
+            total += self.text(name)
+            if args is not None:
+                total += self.text(args if isinstance(args, str) else json.dumps(args, ensure_ascii=False))
         return total
 
 

@@ -34,6 +34,11 @@ class Workload:
     probe_requests: list[int] = field(default_factory=list)
     source: str = ""
     corrections: list[str] = field(default_factory=list)  # user messages whose verbatim survival is probed
+    host_reminders: bool = False  # the host adds its per-request reminders to what is billed (host_shaped.py)
+    recall_probe: bool = True  # look missed evidence up with context_recall (a column only the main table shows)
+    sized_by: list[dict] | None = None  # the messages whose size sets the window (default: these)
+    context_window: int | None = None  # a fixed provider window instead of one sized from the session
+    max_output_tokens: int | None = None  # with context_window: the provider's max_output_tokens
 
 
 def read_messages(path: str | Path) -> list[dict]:

@@ -12,8 +12,8 @@ loop) while the interpreter finalizes. Letting the loop run a few milliseconds a
 docs/clean-exit.md for the measurements; tests/test_clean_exit.py runs the ``--settle`` form.
 """
 
+import argparse
 import asyncio
-import sys
 
 from amplifier_core import HookRegistry
 
@@ -34,4 +34,6 @@ async def main(settle: bool) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(settle="--settle" in sys.argv))
+    options = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    options.add_argument("--settle", action="store_true", help="let the loop run 50 ms after the last emit")
+    asyncio.run(main(settle=options.parse_args().settle))

@@ -93,8 +93,10 @@ def install_stand_ins() -> None:
 
 # ----- the part about this module (shown in the README) -----------------------------------------------
 
-# What a bundle's `session:` block becomes. `context-simple` is found through the package's entry point;
-# in a bundle you would also give `source: git+https://...` so the app can install it.
+# What a bundle's `session:` block becomes. Here `context-simple` is found through the package's entry point.
+# A bundle also gives each module a `source:`; for this module that is your clone of this repository (a path
+# while developing, `git+file:///...@<full SHA>` to pin), not the original's GitHub URL, which installs the
+# original: see examples/bundle.md and docs/bundles.md.
 MOUNT_PLAN: dict[str, Any] = {
     "session": {
         "orchestrator": "loop-example",
@@ -135,4 +137,8 @@ async def main(turns: int = 4) -> dict[str, int]:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    import argparse
+
+    options = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    options.add_argument("--turns", type=int, default=4, help="user turns to run (default: 4)")
+    asyncio.run(main(turns=options.parse_args().turns))

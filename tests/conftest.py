@@ -15,12 +15,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from amplifier_module_context_simple import SimpleContextManager
+from amplifier_module_context_simple.config import reset_warnings
 from amplifier_module_context_simple.estimate import estimate_tokens
 from amplifier_module_context_simple.repair import view_problems
 from amplifier_module_context_simple.replay import is_real_user_message
 
 Message = dict[str, Any]
+
+
+@pytest.fixture(autouse=True)
+def fresh_config_warnings() -> None:
+    """Each test sees every configuration warning once: the module says each only once per process."""
+    reset_warnings()
+
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 WORKLOADS_DIR = DATA_DIR / "workloads"

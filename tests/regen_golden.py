@@ -1,8 +1,10 @@
 """Golden hashes of every default-config view over the shipped transcripts.
 
-Regenerate deliberately, after a change to default behaviour that you mean to make:
+    uv run python -m tests.regen_golden           # which hashes would change; exit 1 if any
+    uv run python -m tests.regen_golden --write   # rewrite tests/data/golden_views.json
 
-    uv run python -m tests.regen_golden        (or: GOLDEN_REGEN=1 uv run pytest tests/test_golden.py)
+Rewrite deliberately, after a change to default behaviour that you mean to make (or:
+GOLDEN_REGEN=1 uv run pytest tests/test_golden.py).
 
 Each entry is the sha256 of the canonical JSON of every view of one replay (one line per request),
 so any byte that changes in any view of any request changes a hash.
@@ -13,10 +15,13 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
+import sys
 from pathlib import Path
 from typing import Any
 
 from amplifier_module_context_simple import SimpleContextManager
+from evaluation.cli import Parser, guard
 from tests.conftest import WORKLOADS, Request, canonical_json, estimated_size, load_transcript, replay
 
 GOLDEN_PATH = Path(__file__).resolve().parent / "data" / "golden_views.json"
@@ -60,15 +65,39 @@ def load_golden() -> dict[str, str]:
     return json.loads(GOLDEN_PATH.read_text(encoding="utf-8"))["hashes"]
 
 
-def main() -> None:
-    hashes = asyncio.run(compute_golden())
+def main(argv: list[str] | None = None) -> int:
+    """Compare the golden hashes with today's views; rewrite them only with ``--write``."""
+    parser = Parser(
+        "python -m tests.regen_golden",
+        __doc__,
+        epilog="Without --write nothing is written: the changed keys are listed and the exit status is 1.",
+    )
+    parser.add_argument("--write", action="store_true", help=f"rewrite {GOLDEN_PATH.name} with today's hashes")
+    return guard(parser.prog, lambda: compare(parser.parse_args(sys.argv[1:] if argv is None else argv).write))
+
+
+def compare(write: bool) -> int:
+    module_logger = logging.getLogger("amplifier_module_context_simple")
+    level = module_logger.level
+    module_logger.setLevel(logging.ERROR)  # the replays' tight budgets warn by design
+    try:
+        hashes = asyncio.run(compute_golden())
+    finally:
+        module_logger.setLevel(level)
     old = load_golden() if GOLDEN_PATH.exists() else {}
-    changed = sorted(key for key in hashes if old.get(key) != hashes[key])
-    write_golden(hashes)
-    print(f"wrote {len(hashes)} hashes to {GOLDEN_PATH}; {len(changed)} changed")
+    changed = sorted(key for key in hashes.keys() | old.keys() if old.get(key) != hashes.get(key))
     for key in changed:
         print(f"  changed: {key}")
+    if write:
+        write_golden(hashes)
+        print(f"wrote {len(hashes)} hashes to {GOLDEN_PATH}; {len(changed)} changed")
+        return 0
+    if changed:
+        print(f"{len(changed)} of {len(hashes)} golden hashes differ; run with --write to rewrite {GOLDEN_PATH.name}")
+        return 1
+    print(f"all {len(hashes)} golden hashes match")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -175,3 +175,105 @@ async def test_many_concurrent_writers_get_unique_increasing_seqs() -> None:
     seqs = [seq_of(m) for m in ctx.messages]
     assert seqs == list(range(1_000))
     assert len({m["metadata"]["tag"] for m in ctx.messages}) == 1_000
+
+
+# ----- a history replaced while a request awaits (issue 30 point 2) --------------------------------------
+
+
+class Gate:
+    """Hooks that hold the emitting request at one event until released."""
+
+    def __init__(self, event: str) -> None:
+        self.event = event
+        self.held = asyncio.Event()
+        self.release = asyncio.Event()
+        self.events: list[str] = []
+
+    async def emit(self, event: str, payload: dict[str, Any]) -> None:
+        self.events.append(event)
+        if event == self.event and not self.release.is_set():
+            self.held.set()
+            await self.release.wait()
+
+
+def _history(tag: str, turns: int, size: int) -> list[Message]:
+    out: list[Message] = [{"role": "system", "content": "You are terse."}]
+    for turn in range(turns):
+        out.append({"role": "user", "content": f"{tag} question {turn} " + "q" * size})
+        out.append({"role": "assistant", "content": f"{tag} answer {turn} " + "a" * size})
+    return [*out, {"role": "user", "content": f"{tag} last question"}]
+
+
+async def _replaced_while_held(event: str, replace: Any) -> tuple[SimpleContextManager, list[Message]]:
+    """A compacting request on an old history, held at ``event`` while ``replace(ctx)`` runs."""
+    gate = Gate(event)
+    ctx = SimpleContextManager(hooks=gate)
+    await ctx.set_messages(_history("old", 30, 2_000))
+    request = asyncio.create_task(ctx.get_messages_for_request(token_budget=3_000))
+    await gate.held.wait()
+    await replace(ctx)
+    gate.release.set()
+    return ctx, await request
+
+
+NEW = _history("new", 10, 10)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("event", ["context:budget", "context:token_meter", "context:compaction"])
+async def test_a_request_held_in_a_hook_never_writes_into_the_history_that_replaced_it(event: str) -> None:
+    """Review round 4, point 2: the held request finished on the old history and wrote its decisions
+    into the new one (a new 22-message history at 200k was sent with none of its assistant messages
+    and a notice). Now it starts again on the new history and returns that history's view."""
+
+    async def replace(ctx: SimpleContextManager) -> None:
+        await ctx.set_messages(NEW)
+
+    ctx, held = await _replaced_while_held(event, replace)
+    assert not any("old" in str(m.get("content")) for m in held), "the held request returned the old history"
+    assert ctx._removed_seqs == set() and ctx._last_compaction_stats is None
+    view = await ctx.get_messages_for_request(token_budget=200_000)
+    assert [m["content"] for m in view] == [m["content"] for m in NEW]
+
+
+@pytest.mark.asyncio
+async def test_clear_while_a_request_is_held_sends_nothing_of_the_cleared_history() -> None:
+    async def replace(ctx: SimpleContextManager) -> None:
+        await ctx.clear()
+
+    ctx, held = await _replaced_while_held("context:token_meter", replace)
+    assert held == [] and ctx._removed_seqs == set() and ctx._last_compaction_stats is None
+
+
+@pytest.mark.asyncio
+async def test_restore_state_while_a_request_is_held_adopts_only_the_snapshot() -> None:
+    source = SimpleContextManager()
+    await source.set_messages(NEW)
+    expected = await source.get_messages_for_request(token_budget=200_000)
+    snapshot = source.snapshot_state()
+
+    async def replace(ctx: SimpleContextManager) -> None:
+        await ctx.set_messages(NEW)
+        ctx.restore_state(snapshot)
+
+    ctx, held = await _replaced_while_held("context:token_meter", replace)
+    assert held == expected and ctx.snapshot_state()["sticky"] == snapshot["sticky"]
+
+
+@pytest.mark.asyncio
+async def test_a_hook_replacing_the_history_on_every_request_gets_a_clear_error() -> None:
+    class Resetting:
+        def __init__(self) -> None:
+            self.ctx: SimpleContextManager | None = None
+
+        async def emit(self, event: str, payload: dict[str, Any]) -> None:
+            if event == "context:token_meter" and self.ctx is not None:
+                await self.ctx.set_messages(NEW)
+
+    hooks = Resetting()
+    ctx = SimpleContextManager(hooks=hooks)
+    hooks.ctx = ctx
+    with pytest.raises(RuntimeError, match="history was replaced"):
+        await ctx.get_messages_for_request(token_budget=200_000)
+    hooks.ctx = None  # the hook stops: requests work again
+    assert len(await ctx.get_messages_for_request(token_budget=200_000)) == len(NEW)

@@ -26,6 +26,9 @@ def test_main_command_writes_a_report_that_parses(tmp_path, capsys):
     assert none["facts_final"] == 1.0
     md = (tmp_path / "report.md").read_text()
     assert "| progressive |" in md and "Token counter" in md
+    assert set(data["tight"]["arms"]) == {"progressive"}  # with the scenarios; no-compaction is left out
+    assert data["tight"]["arms"]["progressive"]["requests"] > 80 and "## Tight window" in md
+    assert set(data["host"]["arms"]) == {"none", "progressive"}
     for name in ("tokens.png", "frontier.png", "retention.png"):
         assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
     assert "progressive" in capsys.readouterr().out

@@ -73,14 +73,15 @@ def test_report_opens_with_a_verdict_drawn_from_the_numbers(data, tmp_path):
     assert text.index("## How to read this, and what to pick") < text.index("## Key numbers")
     lines = verdict(data)
     d = data["totals"]["progressive"]
-    assert any(fmt("vs_none", d["vs_none"]) in line and "`progressive`" in line for line in lines)
-    assert any("`none` is not valid" in line for line in lines)
-    assert any(line.startswith("- What to pick") for line in lines)
+    cost = f"bills {abs(d['vs_none']):.0%} {'less' if d['vs_none'] < 0 else 'more'} than no compaction"
+    assert any(line.startswith("- Drop-in: keep the default") and cost in line for line in lines)
+    assert any(line.startswith("- No compaction (the reference) is not an option") for line in lines)
+    assert any("pay least: set `target_usage: 0.3`" in line for line in lines)  # said as a user configures it
 
 
 def test_report_has_no_dash_row_note_no_internal_names_and_no_empty_plots_heading(data):
     text = markdown(data, [])
-    assert "row of '-'" not in text and "Arms that did not run" not in text
+    assert "row of '-'" not in text and "Configurations that did not run" not in text
     assert "_last_sent_estimate" not in text and "-0%" not in text
     assert "## Plots" not in text
     assert "## Plots" in markdown(data, ["frontier.png"])
@@ -92,7 +93,7 @@ def test_an_arm_that_did_not_run_is_named_with_its_reason(data):
     for row in broken["rows"]:
         row["available"] = row["available"] and row["arm"] != "target_0.3"
     text = markdown(broken, [])
-    assert "## Arms that did not run" in text and "rejected at mount: bad key" in text
+    assert "## Configurations that did not run" in text and "rejected at mount: bad key" in text
     assert "| target_0.3 |" not in text
 
 
@@ -103,7 +104,7 @@ def test_warning_messages_are_shown_not_only_counted(data):
     noisy["totals"]["target_0.3"].update(errors=1, error_samples=[{"message": "RuntimeError: cap", "workloads": ["v"]}])
     text = markdown(noisy, [])
     assert "## Errors and warnings" in text and '- warning: "over budget by 12"' in text
-    assert '- error: "RuntimeError: cap"' in text and "arms: `target_0.3`; workloads: v" in text
+    assert '- error: "RuntimeError: cap"' in text and "configurations: `target_0.3`; sessions: v" in text
     assert "`target_0.3` 1/0" in text
 
 
@@ -139,9 +140,7 @@ def test_no_plots_removes_stale_pictures(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json", "report.md"]
 
 
-def test_plots_draw_each_arm_in_its_own_style_and_na_places(data, tmp_path):
-    styles = [tuple(plots.arm_style(i).values()) for i in range(14)]
-    assert len(set(styles)) == 14
+def test_plots_are_written_and_retention_only_with_planted_facts(data, tmp_path):
     sparse = copy.deepcopy(data)
     sparse["totals"]["progressive"]["facts_by_place"] = {"user": {"kept": 1, "total": 2, "share": 0.5}}
     assert plots.write_all(data, tmp_path) == ["frontier.png", "tokens.png"]  # no scenario, no retention plot
@@ -170,7 +169,7 @@ def test_a_narrow_terminal_leaves_out_columns_instead_of_cutting_them(data, monk
     out = capsys.readouterr().out
     assert max(len(line) for line in out.splitlines()) <= 50
     assert [line for line in out.splitlines() if "…" in line] == []
-    assert "column(s) left out" in out
+    assert "columns left out to fit the terminal" in out
     row = next(line for line in out.splitlines() if line.strip().startswith("progressive"))
     d = data["totals"]["progressive"]
     assert row.split()[1:3] == [fmt("vs_none", d["vs_none"]), fmt("evidence_line_miss", d["evidence_line_miss"])]
@@ -193,4 +192,4 @@ def test_the_shaped_verdict_fits_80_columns_and_names_what_broke(silent, capsys)
     assert lines and all(len(line) <= 80 and line == line.rstrip() for line in lines)
     text = "\n".join(lines)
     assert ("progressive" in text) == bool(silent)
-    assert "every compacting arm" in text or "broken by" in text
+    assert "every compacting configuration" in text or "broken by" in text

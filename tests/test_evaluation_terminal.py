@@ -17,6 +17,7 @@ SMALL = SHIPPED_DIR / "taubench__airline__task002__trial1.jsonl"
 COMMANDS = [
     "evaluation.__main__",
     "evaluation.studies.preset_sweep",
+    "evaluation.studies.recall_cues",
     "evaluation.identity",
     "evaluation.benchmarks.bench_scale",
     "evaluation.benchmarks.bench_request_path",
@@ -30,6 +31,7 @@ COMMANDS = [
     "evaluation.studies.summary_refire",
     "evaluation.studies.tail_retention",
     "evaluation.studies.clear_at_least_gate",
+    "evaluation.studies.tight_window",
 ]
 
 
@@ -83,7 +85,7 @@ def test_the_main_run_reports_progress_on_stderr_and_a_verdict_within_80_columns
     captured = capsys.readouterr()
     assert "replaying: 3 runs..." in captured.err and "replaying: 3 runs done" in captured.err
     assert "replaying" not in captured.out
-    assert "What to pick (this run's numbers):" in captured.out and "Cheapest valid arm" in captured.out
+    assert "What to pick (this run's numbers):" in captured.out and "pay least: set preset: evidence" in captured.out
     assert_terminal_text(captured.out, (tmp_path / "report.md", tmp_path / "report.json"))
 
 

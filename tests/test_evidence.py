@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 
 import pytest
 
@@ -197,11 +198,13 @@ def test_evidence_balanced_resolves_to_its_settings_on_both_paths() -> None:
     assert parse_config({"preset": "evidence_balanced", "compaction_notice_enabled": True})["compaction_notice_enabled"]
 
 
-def test_unknown_preset_is_refused_naming_the_known_ones() -> None:
-    with pytest.raises(ValueError, match="evidence"):
-        parse_config({"preset": "nope"})
-    with pytest.raises(ValueError, match="evidence"):
-        SimpleContextManager(preset="nope")
+def test_an_unknown_preset_warns_naming_the_known_ones_and_runs_without(caplog) -> None:
+    with caplog.at_level(logging.WARNING, logger="amplifier_module_context_simple"):
+        assert parse_config({"preset": "nope"}) == DEFAULTS
+        assert SimpleContextManager(preset="evidnce").preset is None
+    assert "evidence, evidence_balanced, evidence_lean" in caplog.text and "did you mean 'evidence'?" in caplog.text
+    with pytest.raises(ValueError, match="evidence"):  # a wrong type still cannot work
+        SimpleContextManager(preset=["evidence"])
 
 
 def test_every_preset_key_is_a_known_valid_key() -> None:

@@ -204,7 +204,9 @@ async def test_a_failing_spill_never_fails_the_turn(
     monkeypatch.undo()
     pointers = [m for v in views for m in v if m.get("_truncated") and "for the full result" in m["content"]]
     assert pointers, "the budget must force truncation with spill pointers"
-    assert ctx.fault_stats["spill_write_failures"] >= 1 and "spill write failed" in caplog.text
+    assert ctx.fault_stats["spill_write_failures"] >= 1
+    # A directory that cannot work is named at construction; a failure seen only when writing, once.
+    assert caplog.text.count("spill write failed") + caplog.text.count("cannot be used") == 1
     assert os.listdir(outside) == [], "something was written outside the spill directory"
     if spill.is_dir() and not spill.is_symlink():
         assert [n for n in os.listdir(spill) if not os.path.islink(spill / n)] == []

@@ -1,6 +1,6 @@
 """Golden hashes: any change to a default-config view over the shipped transcripts must be deliberate.
 
-To accept a change on purpose: ``uv run python -m tests.regen_golden`` (or ``GOLDEN_REGEN=1 uv run
+To accept a change on purpose: ``uv run python -m tests.regen_golden --write`` (or ``GOLDEN_REGEN=1 uv run
 pytest tests/test_golden.py``), then commit ``tests/data/golden_views.json`` with the change.
 """
 
@@ -44,7 +44,7 @@ def test_golden_file_covers_exactly_the_shipped_transcripts():
 async def test_default_views_match_the_golden_hash(path, fraction):
     expected = load_golden()[golden_key(path, fraction)]
     assert await views_hash(path, fraction) == expected, (
-        "a default-config view changed; if deliberate, run `uv run python -m tests.regen_golden` and commit"
+        "a default-config view changed; if deliberate, run `uv run python -m tests.regen_golden --write` and commit"
     )
 
 

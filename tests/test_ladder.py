@@ -405,3 +405,56 @@ async def test_a_mid_conversation_paste_as_text_blocks_is_stubbed_like_a_string(
     assert stub["_stubbed"] and stub["_original_length"] == len(PASTE)
     assert estimate_tokens(block_view) < 8_000 and "OVER BUDGET" not in caplog.text
     assert as_blocks.messages[2]["content"] == [{"type": "text", "text": PASTE}]  # the history keeps it
+
+
+# ----- messages with images (issue 30 point 3) -------------------------------------------------------
+
+IMAGE = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo" * 40}}
+
+
+def with_image(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": [{"type": "text", "text": text}, IMAGE]}
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("user_words_share", [0.0, 0.2])
+async def test_a_user_message_with_an_image_is_kept_whole_never_stubbed(user_words_share: float) -> None:
+    """Review round 4, point 3: a user message with text and an image was stubbed, its image dropped.
+    Under the pressure that stubs its text-only twin, it stays whole (the README: images are never
+    stubbed as text; a message is kept or removed whole)."""
+    text = "here is the screenshot of the failing dashboard " + "d" * 300
+    turns = [user("the task"), asst("ok"), with_image(text), asst("seen"), user(text), asst("noted")]
+    turns += [m for i in range(6) for m in (user(f"follow-up {i} " + "f" * 9_000), asst(f"answer {i}"))]
+    ctx = SimpleContextManager(user_words_share=user_words_share)
+    for message in [*turns, user("last")]:
+        await ctx.add_message(stamped(message))
+    view = await ctx.get_messages_for_request(token_budget=12_000)
+    assert 4 in ctx._stubbed_seqs, "the scenario must stub the text-only twin"
+    assert 2 not in ctx._stubbed_seqs
+    shown = [m for m in view if isinstance(m.get("content"), list)]
+    assert shown == [{**with_image(text), "metadata": shown[0]["metadata"]}]  # whole, image included
+
+
+@pytest.mark.asyncio
+async def test_at_level_8_an_old_user_message_with_an_image_is_removed_whole() -> None:
+    spec = "S U+ A U+ A U+ A U+ A U+ A U+ A U+ A U+ A U+ A U+ A U"
+    messages = [system("s" * BIG), *build(spec)[1:]]
+    messages[3] = with_image("an old screenshot with a caption " + "c" * 200)
+    ctx = SimpleContextManager(protected_tool_results=1)
+    for message in messages:
+        await ctx.add_message(stamped(message))
+    view = await ctx.get_messages_for_request(token_budget=BUDGET)
+    assert ctx._last_compaction_stats["strategy_level"] == 8
+    assert 3 in ctx._removed_seqs and 3 not in ctx._stubbed_seqs
+    assert not any("old screenshot" in str(m.get("content")) for m in view)
+
+
+@pytest.mark.asyncio
+async def test_a_snapshot_that_stubs_a_message_with_an_image_is_refused() -> None:
+    ctx = SimpleContextManager()
+    await ctx.set_messages([user("first"), with_image("caption " + "c" * 200), user("last")])
+    state = ctx.snapshot_state()
+    state["sticky"]["stubbed_seqs"] = [1]
+    with pytest.raises(ValueError, match="image"):
+        ctx.restore_state(state)
+    assert ctx._stubbed_seqs == set()

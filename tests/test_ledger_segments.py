@@ -103,3 +103,58 @@ async def test_shipped_transcripts_keep_every_invariant_with_segments(path):
     messages = load_transcript(path)
     budget = int(estimated_size(messages) * 0.3)
     await checked_replay(SimpleContextManager(preset="evidence", evidence_ledger_segments=True), messages, budget)
+
+
+async def _checked_session(ctx: SimpleContextManager, messages: list, checker, budget: int = 2_500) -> list:
+    """Add ``messages``, a checked request before each assistant message; the (view, boundary) pairs."""
+    from tests.conftest import Request
+
+    out = []
+    for message in messages:
+        if message["role"] == "assistant":
+            checker.before(ctx)
+            before = ctx._last_compaction_stats
+            view = await ctx.get_messages_for_request(token_budget=budget)
+            stats = ctx._last_compaction_stats
+            boundary = stats is not None and stats is not before
+            checker.after(Request(len(out), view, boundary, stats), ctx)
+            out.append((view, boundary))
+        await ctx.add_message(message)
+    return out
+
+
+SWITCH_CASES = {
+    "session": ([stamped(m) for m in session(40)], 2_500, 0.5),
+    "django-14500": (
+        load_transcript(next(p for p in WORKLOADS if "django-14500" in p.name)),
+        None,  # 30% of the transcript's estimate
+        0.55,
+    ),
+}
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("case", list(SWITCH_CASES))
+@pytest.mark.parametrize("switch", ["preset = None", "restore_state into the default"])
+async def test_segments_leave_with_the_ledger_at_one_boundary_and_never_come_back(case, switch):
+    """Review round 4, point 5: with the ledger turned off mid-session every boundary view dropped the
+    segments and the next request put them back with no event (5 prefix changes in 25 requests)."""
+    from tests.conftest import InvariantChecker
+
+    messages, budget, share = SWITCH_CASES[case]
+    budget = budget or int(estimated_size(messages) * 0.3)
+    half = int(len(messages) * share)
+    ctx, checker = SimpleContextManager(preset="evidence", evidence_ledger_segments=True), InvariantChecker()
+    await _checked_session(ctx, messages[:half], checker, budget)
+    assert ctx._ledger_segments, "the first part must leave kept segments"
+    if switch == "preset = None":
+        ctx.preset = None
+    else:
+        state = json.loads(json.dumps(ctx.snapshot_state()))
+        ctx, checker = SimpleContextManager(), InvariantChecker()
+        await ctx.set_messages(copy.deepcopy(messages[:half]))
+        ctx.restore_state(state)
+    out = await _checked_session(ctx, messages[half:], checker, budget)  # append-only between boundaries
+    first = next(i for i, (_view, boundary) in enumerate(out) if boundary)
+    assert all(not ledgers(view) for view, _boundary in out[first:])
+    assert ctx._ledger_segments == () and ctx._ledger is None

@@ -463,14 +463,14 @@ async def test_empty_config_gives_the_defaults(config, caplog):
 @pytest.mark.parametrize(
     ("key", "value"),
     [
-        ("compact_threshold", "0.9"),
+        ("compact_threshold", "high"),  # a number written as a string ("0.9") is read as the number
         ("target_usage", "half"),
         ("protected_recent", None),
         ("protected_tool_results", 2.5),
-        ("truncate_chars", "250"),
+        ("truncate_chars", "all"),
         ("compaction_notice_token_reserve", 1.5),
         ("output_reserve_fraction", float("nan")),
-        ("token_counter", "words"),
+        ("token_counter", 42),  # a misspelled counter name warns (tests/test_config_rules.py)
     ],
 )
 async def test_bad_config_values_raise_naming_key_value_and_range(key, value):

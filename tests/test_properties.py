@@ -318,6 +318,7 @@ class Checker:
         assert [p for p in view_problems(view) if "without an id" not in p] == [], view_problems(view)
         self.check_system(view)
         self.check_users(view)
+        self.check_images_whole(view)
         self.check_tail(view)
         self.check_budget(view, log_start)
         boundary = self.hooks.count("context:compaction") > events_before
@@ -357,6 +358,17 @@ class Checker:
             return
         absorbed = seq_of(real[0]) in self.ctx._removed_seqs and any(is_summary(m) for m in view)
         assert self.cfg["compaction_strategy"] == "summary" and absorbed, "first user message lost"
+
+    def check_images_whole(self, view: list[Message]) -> None:
+        """A user message holding an image is in the view whole or not at all (never stubbed as text)."""
+        for message in self.ctx.messages:
+            content = message.get("content")
+            if message.get("role") != "user" or not isinstance(content, list):
+                continue
+            if any(isinstance(b, dict) and b.get("type") == "image" for b in content):
+                tag = (message.get("metadata") or {}).get("tag")
+                shown = [m for m in view if tag is not None and (m.get("metadata") or {}).get("tag") == tag]
+                assert shown in ([], [wire(message)]), "a user message with an image was altered"
 
     def check_tail(self, view: list[Message]) -> None:
         """Ephemeral messages only at the tail; a replay repeats the user's own last words."""
@@ -519,6 +531,8 @@ class Session:
         """A new manager given the history and ``snapshot_state()`` sends the same next view, byte for byte."""
         if self.ctx._summarization_task is not None:
             return  # a summary in flight is not part of the snapshot's promise
+        if self.ctx._pending_summary is not None:
+            return  # nor a finished one awaiting its swap-in: restore_state never adopts it (unverifiable text)
         twin = SimpleContextManager(hooks=Hooks(), **self.options)
         if self.ctx._system_prompt_factory is not None:
             await twin.set_system_prompt_factory(self.ctx._system_prompt_factory)

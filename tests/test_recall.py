@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import gc
 import json
+import os
+import time
+import tracemalloc
 from typing import Any
 
 import pytest
@@ -14,7 +19,7 @@ from amplifier_core.testing import MockCoordinator
 
 from amplifier_module_context_simple import SimpleContextManager, mount
 from amplifier_module_context_simple.ledger import is_ledger
-from amplifier_module_context_simple.recall import MAX_OUTPUT_TOKENS, NOTE, TOOL_NAME
+from amplifier_module_context_simple.recall import MAX_OUTPUT_TOKENS, NOTE, TOOL_NAME, recall_traffic
 from tests.conftest import add_all, asst, asst_calls, result, system, user
 from tests.test_amplifier_core import inline_module, openai_call
 
@@ -112,9 +117,9 @@ async def test_output_is_bounded_and_says_how_much_more_matched():
         ({"query": "x", "max_results": 0}, "'max_results' must be between"),
         ({"query": "x", "from_seq": -1}, "'from_seq' must be a whole number"),
         ({"query": "(unclosed", "regex": True}, "bad regular expression"),
-        ({"query": "(a+)+$", "regex": True}, "exponential time"),
-        ({"query": "(x|x)*y", "regex": True}, "exponential time"),
-        ({"query": r"(\w)\1", "regex": True}, "exponential time"),
+        ({"query": r"(\w)\1", "regex": True}, "backreferences are not supported"),
+        ({"query": "(?=a)b", "regex": True}, "lookahead and lookbehind are not supported"),
+        ({"query": "a{9999}", "regex": True}, "use smaller counts"),
         ({"query": "a" * 201, "regex": True}, "longer than 200"),
     ],
 )
@@ -152,16 +157,192 @@ async def test_the_notice_names_the_tool_only_when_it_is_mounted():
     assert NOTE in view[-1]["content"]
 
 
+# ----- issue 30, point 8: every search is bounded and leaves the event loop free ---------------------
+
+
+async def held_loop_for(call: Any) -> tuple[Any, float]:
+    """(what ``call`` returned, the longest the event loop went without running another task meanwhile)."""
+    longest, running = 0.0, True
+
+    async def ticker() -> None:
+        nonlocal longest
+        last = time.monotonic()
+        while running:
+            await asyncio.sleep(0)
+            now = time.monotonic()
+            longest, last = max(longest, now - last), now
+
+    task = asyncio.create_task(ticker())
+    await asyncio.sleep(0)
+    try:
+        returned = await call
+    finally:
+        running = False
+        await task  # its last tick measures the stretch up to the call's return
+    return returned, longest
+
+
+ISSUE_PATTERNS = [  # (pattern, the line that took Python's re seconds, a line that matches)
+    ("((a)+)+$", "a" * 26 + "!", "a" * 27),
+    ("(?:(?:a)+)+$", "a" * 40 + "!", "a" * 41),
+    (".*a.*a.*a.*c", "a" * 900, "a" * 899 + "c"),
+    ("(a+)(a+)(a+)(a+)c", "a" * 900, "a" * 899 + "c"),
+]
+
+
 @pytest.mark.asyncio
-async def test_spill_files_of_this_session_are_searched(tmp_path):
+@pytest.mark.parametrize(("pattern", "slow_line", "matching_line"), ISSUE_PATTERNS)
+async def test_the_issues_patterns_answer_exactly_and_never_hold_the_loop(pattern, slow_line, matching_line):
+    coordinator, ctx, _ = await mounted()
+    await add_all(
+        ctx, [user("go"), asst_calls("c1", name="bash"), result("c1", slow_line), asst_calls("c2"), result("c2", "x")]
+    )
+    await add_all(ctx, [asst_calls("c3", name="grep"), result("c3", matching_line), asst("done")])
+    found, held = await held_loop_for(recall(coordinator, query=pattern, regex=True))
+    assert found.success and held < 1.0  # Python's re held it 8 to 12 s on these lines
+    labels = [line for line in found.output.splitlines() if line.startswith("#")]
+    assert labels == ["#6 tool result of grep({})"]
+
+
+@pytest.mark.asyncio
+async def test_a_search_stops_at_its_budget_inside_one_huge_message_and_yields_meanwhile():
+    coordinator, ctx, _ = await mounted()
+    tool = coordinator.get("tools")[TOOL_NAME]
+    huge = ("a" * 1_000 + "\n") * 3_000  # 3 MB: 20.7 s for \w+: in Python's re
+    await add_all(ctx, [user("go"), asst_calls("c1", name="bash"), result("c1", huge), asst("MARK-9")])
+    tool.time_budget_s = 0.05
+    tool.slice_s = 0.0  # a turn for the loop at every checkpoint
+    colon, held = await held_loop_for(tool.execute({"query": r"\w+:", "regex": True}))
+    assert colon.output.startswith("No message") and held < 1.0  # no line holds the ":" every match needs
+    ticks = 0
+
+    async def count_ticks() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0)
+            ticks += 1
+
+    counter = asyncio.create_task(count_ticks())
+    digit, held = await held_loop_for(tool.execute({"query": "[a-z]+[0-9]", "regex": True}))
+    counter.cancel()
+    assert digit.success and held < 1.0 and ticks > 2
+    assert "stopped at its time limit while reading #2" in digit.output
+    literal = await tool.execute({"query": "mark-9"})  # a literal: str.find, in-process
+    assert "#3 assistant" in literal.output and "time limit" not in literal.output
+
+
+# ----- point 9: spill files are never read; a spill directory others may write is refused ------------
+
+
+@pytest.mark.asyncio
+async def test_a_symlink_planted_for_a_spill_file_is_never_read(tmp_path):
+    spill = tmp_path / "spill"
+    coordinator, ctx, _ = await mounted({"max_tokens": 3_000, "tool_result_spill_dir": str(spill)})
+    await add_all(ctx, history())
+    await ctx.get_messages_for_request()
+    outside = tmp_path / "outside.txt"
+    outside.write_text("OUTSIDE-SECRET of another file\n")
+    planted = sorted(ctx._spilled_paths)
+    for path in planted:
+        os.unlink(path)
+        os.symlink(outside, path)
+    assert planted
+    out = (await recall(coordinator, query="OUTSIDE-SECRET")).output
+    assert out.startswith("No message") and "OUTSIDE" not in out
+
+
+# ----- point 10: only the current history, and a cache that goes with it -----------------------------
+
+
+@pytest.mark.asyncio
+async def test_after_set_messages_the_previous_historys_spill_files_are_not_searched(tmp_path):
+    coordinator, ctx, _ = await mounted({"max_tokens": 3_000, "tool_result_spill_dir": str(tmp_path)})
+    await add_all(ctx, history())
+    await ctx.get_messages_for_request()
+    assert "MARK-004" in (await recall(coordinator, query="MARK-004")).output
+    await ctx.set_messages([system(), user("another session"), asst("nothing marked here")])
+    assert (await recall(coordinator, query="MARK-004")).output.startswith("No message")
+
+
+@pytest.mark.asyncio
+async def test_the_text_cache_is_bounded_and_dropped_with_the_history():
+    coordinator, ctx, _ = await mounted()
+    await add_all(ctx, [user("go"), asst_calls("big", name="bash"), result("big", "X" * 8_000_000 + "\nNEEDLE")])
+    tracemalloc.start()
+    try:
+        assert "NEEDLE" in (await recall(coordinator, query="needle")).output
+        cached = tracemalloc.get_traced_memory()[0]
+        await ctx.clear()
+        gc.collect()
+        left = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert cached > 8_000_000 > 1_000_000 > left  # the lowercase copy went with the history
+    sizes = []
+    for round_ in range(3):
+        await ctx.set_messages([user(f"round {round_}"), *history(40)])
+        await recall(coordinator, query="MARK-")
+        sizes.append(len(ctx._recall_texts))
+    assert sizes[0] == sizes[1] == sizes[2] <= len(ctx.messages)  # 501 -> 1,002 -> 1,503 before
+    ctx._recall_texts.max_chars = 1_000
+    await ctx.set_messages(history(5))
+    await recall(coordinator, query="MARK-")
+    assert ctx._recall_texts.chars <= 1_000
+
+
+@pytest.mark.asyncio
+async def test_a_history_replaced_during_a_search_answers_nothing_from_it():
+    coordinator, ctx, _ = await mounted()
+    tool = coordinator.get("tools")[TOOL_NAME]
+    await add_all(ctx, [user("go"), asst_calls("c1", name="bash"), result("c1", ("a" * 1_000 + "9\n") * 2_000)])
+    tool.slice_s = 0.0
+
+    async def replace_soon() -> None:
+        await asyncio.sleep(0)
+        await ctx.set_messages([user("another session")])
+
+    replacing = asyncio.create_task(replace_soon())
+    found = await tool.execute({"query": "[a-z]+[0-9]$", "regex": True})
+    await replacing
+    assert found.success and "replaced during the search" in found.output and "aaa" not in found.output
+    assert len(ctx._recall_texts) == 0  # nothing of the old history was cached after the replacement
+
+
+# ----- point 11: reused call ids, and filters on every hit --------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_a_recall_call_reusing_an_id_hides_no_other_result():
+    coordinator, ctx, _ = await mounted()
+    recall_call = {"id": "call_0", "type": "function", "function": {"name": TOOL_NAME, "arguments": "{}"}}
+    await add_all(
+        ctx,
+        [
+            user("deploy"),
+            asst_calls("call_0", name="bash"),  # providers number calls per turn: call_0 in every turn
+            result("call_0", "MARK-REUSED port=9000"),
+            asst("checked"),
+            user("what was the port?"),
+            {"role": "assistant", "content": "", "tool_calls": [recall_call]},
+            result("call_0", "Matches, newest first:\n#2 tool result of bash({})\n> MARK-REUSED port=9000"),
+        ],
+    )
+    found = (await recall(coordinator, query="MARK-REUSED")).output
+    labels = [line for line in found.splitlines() if line.startswith("#")]
+    assert labels == ["#2 tool result of bash({})"]  # the bash result, not the recall's copy of it
+    assert recall_traffic(ctx.messages) == {5, 6}
+
+
+@pytest.mark.asyncio
+async def test_role_and_range_filters_hold_with_spill_files(tmp_path):
     coordinator, ctx, _ = await mounted({"max_tokens": 3_000, "tool_result_spill_dir": str(tmp_path)})
     await add_all(ctx, history())
     await ctx.get_messages_for_request()
     assert ctx._spilled_paths
-    out = (await recall(coordinator, query="spill file")).output
-    assert "No message" in out  # no message says "spill file"; the files are searched for the query
-    hits = (await recall(coordinator, query="MARK-000", max_results=5)).output
-    assert "MARK-000" in hits
+    assert (await recall(coordinator, query="MARK-000", role="user")).output.startswith("No message")
+    assert (await recall(coordinator, query="MARK-000", from_seq=4)).output.startswith("No message")
+    found = (await recall(coordinator, query="MARK-000")).output
+    assert found.count("MARK-000") == 1 and "(1 message(s) matched)" in found  # once: no spill duplicate
 
 
 # ----- end to end through a real AmplifierSession ----------------------------------------------------

@@ -373,3 +373,100 @@ def test_the_mirror_repairs_like_the_full_scan_request_by_request() -> None:
             assert all(a is b for a, b in zip(previous, got, strict=False))  # it extends the last output
         previous = list(got)
     assert report.duplicates_dropped == 1 and report.synthetic_results == 1 and report.messages_moved == 1
+
+
+# ----- late results (issue 30 point 1) --------------------------------------------------------------
+
+
+async def _checked_requests(messages: list[dict[str, Any]], budget: int, **config: Any) -> int:
+    """Add ``messages`` one by one with a request after each (the history's invariants checked on every
+    view: valid pairing, append-only between compaction boundaries); returns the number of views."""
+    from amplifier_module_context_simple import SimpleContextManager
+    from tests.conftest import InvariantChecker, Request
+
+    ctx, checker = SimpleContextManager(**config), InvariantChecker()
+    for index, message in enumerate(messages):
+        await ctx.add_message(message)
+        checker.before(ctx)
+        before = ctx._last_compaction_stats
+        view = await ctx.get_messages_for_request(token_budget=budget)
+        stats = ctx._last_compaction_stats
+        checker.after(Request(index, view, stats is not None and stats is not before, stats), ctx)
+    return checker.checked
+
+
+LATE = [
+    SYSTEM,
+    user("first " + "x" * 100),
+    asst("id1", text="t" * 3_000),
+    user("second " + "y" * 10),
+    user("third " + "z" * 500),
+    res("id1", "late " + "r" * 10),
+]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("budget", [1_500, 200_000])
+async def test_a_late_result_never_makes_an_orphan_nor_changes_a_sent_view(budget: int) -> None:
+    """Review round 4, point 1: a call, two user messages, then its result. Once a view answered the
+    call with repair's synthetic result, that result stands and the late one is left out: at 1,500
+    tokens the compacted view was [system, user, tool id1, user, notice] (an orphan); at 200k the
+    synthetic result was swapped for the real one with no compaction event."""
+    assert await _checked_requests(LATE, budget) == len(LATE)
+
+
+@pytest.mark.asyncio
+async def test_a_late_result_is_left_out_and_counted_as_an_orphan() -> None:
+    from amplifier_module_context_simple import SimpleContextManager
+
+    ctx = SimpleContextManager()
+    for message in LATE[:-1]:
+        await ctx.add_message(message)
+    before = await ctx.get_messages_for_request()
+    await ctx.add_message(LATE[-1])
+    after = await ctx.get_messages_for_request()
+    assert after == before and [m["content"] for m in after if m["role"] == "tool"] == [SYNTHETIC_RESULT_TEXT]
+    assert ctx.fault_stats["repair_orphans_dropped"] >= 1
+    # A resumed twin (snapshot + restore) sends the same view: the standing synthetic result is state.
+    twin = SimpleContextManager()
+    await twin.set_messages(await ctx.get_messages())
+    twin.restore_state(json.loads(json.dumps(ctx.snapshot_state())))
+    assert await twin.get_messages_for_request() == after
+
+
+def _malformed_history(rng: random.Random) -> list[dict[str, Any]]:
+    """A session with crash damage: results stored late (after user turns), missing, duplicated."""
+    history: list[dict[str, Any]] = [SYSTEM, user("start " + "s" * rng.choice([10, 800]))]
+    open_ids: list[str] = []
+    for step in range(rng.randint(4, 16)):
+        roll = rng.random()
+        if roll < 0.3:
+            ids = [f"c{step}_{i}" for i in range(rng.randint(1, 3))]
+            history.append(asst(*ids, text="t" * rng.choice([0, 400, 3_000])))
+            open_ids += ids
+        elif roll < 0.65 and open_ids:
+            call_id = open_ids.pop(rng.randrange(len(open_ids))) if rng.random() < 0.8 else rng.choice(open_ids)
+            history.append(res(call_id, "r" * rng.choice([10, 600, 4_000])))
+        elif roll < 0.85:
+            history.append(user(f"turn {step} " + "u" * rng.choice([10, 300, 2_000])))
+        else:
+            history.append({"role": "assistant", "content": f"answer {step} " + "a" * rng.choice([10, 1_500])})
+    return history
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("budget", [1_500, 6_000, 200_000])
+async def test_random_histories_with_late_results_keep_every_view_valid_and_append_only(budget: int) -> None:
+    """Review round 4 found 122 of 300 random malformed histories failing at 1,500 tokens."""
+    rng = random.Random(f"late-{budget}")
+    for _ in range(40):
+        await _checked_requests(_malformed_history(rng), budget)
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio
+@pytest.mark.parametrize("budget", [1_000, 1_500, 3_000, 200_000])
+async def test_300_random_histories_with_late_results_per_budget(budget: int) -> None:
+    rng = random.Random(f"late-300-{budget}")
+    for _ in range(300):
+        await _checked_requests(_malformed_history(rng), budget, protected_tool_results=rng.choice([0, 1, 5]))

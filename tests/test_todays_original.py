@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from amplifier_core.testing import MockCoordinator
 
+import amplifier_module_context_simple
 from amplifier_module_context_simple import SimpleContextManager, mount
 from amplifier_module_context_simple.estimate import estimate_message
 from amplifier_module_context_simple.ingress import clip_tool_result
@@ -100,6 +101,7 @@ async def test_context_budget_is_emitted_when_the_effective_budget_changes():
         "max_tokens_fallback": 300_000,
         "capped": True,
         "effective_budget": 300_000,
+        "module_version": amplifier_module_context_simple.__version__,
     }
     assert events[1]["effective_budget"] == 128_000 - 8_000 - 4_096 and not events[1]["capped"]
 

@@ -207,7 +207,7 @@ def test_per_tool_budget_only_leaves_other_tools_on_the_legacy_bytes():
 # ----- invalid values --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("bad", [0, -3, 2.5, "100", True, [10]])
+@pytest.mark.parametrize("bad", [0, -3, 2.5, "lots", True, [10]])
 def test_bad_global_budget_is_disabled_with_a_warning(caplog, bad):
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         cm = SimpleContextManager(tool_result_budget_tokens=bad)

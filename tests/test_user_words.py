@@ -76,7 +76,7 @@ async def test_a_correction_that_does_not_fit_the_share_reaches_the_ledger():
     assert any(text in ledger for text in corrections)
 
 
-@pytest.mark.parametrize("value", [-0.1, 0.95, "0.1"])
+@pytest.mark.parametrize("value", [-0.1, 0.95, "0.95", "a fifth"])  # "0.1" is read as 0.1 (issue 31)
 def test_user_words_share_is_a_fraction_in_0_to_0_9(value):
     with pytest.raises(ValueError, match="user_words_share"):
         SimpleContextManager(user_words_share=value)

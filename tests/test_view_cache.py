@@ -461,3 +461,92 @@ async def test_the_wire_copies_follow_the_current_view_not_every_message_ever_se
     forms = twins.ctx._view_cache.forms
     held = len(forms._stored) + len(forms._rewritten)
     assert held <= 2 * len(view) + 64 < len(twins.ctx.messages), (held, len(view))
+
+
+# ----- redaction: an in-place edit of the stored history (issue 30 point 14) ----------------------------
+
+SECRET = "tok_9f8e7d6c5b4a3f2e1d"
+
+
+def _redact_content(message: Message) -> None:
+    message["content"] = message["content"].replace(SECRET, "[redacted]")
+
+
+def _redact_block(message: Message) -> None:
+    message["content"][0]["text"] = message["content"][0]["text"].replace(SECRET, "[redacted]")
+
+
+REDACTIONS = {
+    "content through get_messages()": _redact_content,
+    "a content block through get_messages()": _redact_block,
+}
+
+
+def _secret_session(blocks: bool) -> list[Message]:
+    """test_evidence's coding session with a token in the first tool result (as text or as a block)."""
+    from tests.test_evidence import session
+
+    messages = [stamped(m) for m in session(30)]
+    first = next(m for m in messages if m["role"] == "tool")
+    text = first["content"] + f"\nexport DEPLOY_TOKEN={SECRET}\n"
+    first["content"] = [{"type": "text", "text": text}] if blocks else text
+    return messages
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(("config", "at"), [({}, 2), ({"preset": "evidence"}, 8)], ids=["default", "evidence"])
+@pytest.mark.parametrize("how", list(REDACTIONS))
+async def test_a_redaction_in_place_reaches_the_next_view(config: dict[str, Any], at: int, how: str) -> None:
+    """Review round 4, point 14: an in-place edit of a stored message (a redaction through
+    get_messages()) was not what the next view sent: the cached copies (the evidence ledger's line, the
+    view's wire copy) still carried the secret. Now the next request rebuilds from the edited history."""
+    from tests.conftest import InvariantChecker, Request
+
+    messages, checker = _secret_session(blocks="block" in how), InvariantChecker()
+    ctx = SimpleContextManager(**config)
+    sent = []
+    for index, message in enumerate(messages):
+        if message["role"] == "assistant":
+            if len(sent) == at:  # the token is in the view (in evidence mode: in the ledger's lines)
+                assert SECRET in json.dumps(sent[-1])
+                REDACTIONS[how](next(m for m in await ctx.get_messages() if SECRET in json.dumps(m)))
+                checker = InvariantChecker()  # the history changed on purpose, and so does the view
+            checker.before(ctx)
+            before = ctx._last_compaction_stats
+            view = await ctx.get_messages_for_request(token_budget=2_500)
+            checker.after(Request(index, view, ctx._last_compaction_stats is not before, None), ctx)
+            sent.append(view)
+        await ctx.add_message(message)
+    assert all(SECRET not in json.dumps(view) for view in sent[at:])
+    assert SECRET not in json.dumps(ctx.snapshot_state())
+
+
+@pytest.mark.asyncio
+async def test_replacing_a_stored_message_in_the_history_list_reaches_the_next_view() -> None:
+    ctx = SimpleContextManager()
+    for message in _secret_session(blocks=False)[:6]:
+        await ctx.add_message(message)
+    assert SECRET in json.dumps(await ctx.get_messages_for_request())
+    index = next(i for i, m in enumerate(ctx.messages) if SECRET in json.dumps(m))
+    ctx.messages[index] = {**ctx.messages[index], "content": "[redacted]"}
+    assert SECRET not in json.dumps(await ctx.get_messages_for_request())
+    await ctx.add_message(user("and after the redaction?"))
+    assert SECRET not in json.dumps(await ctx.get_messages_for_request())
+
+
+def test_no_module_tells_a_stored_message_from_a_dict_by_its_exact_type() -> None:
+    """Stored messages, their blocks and metadata are dict and list subclasses (they report in-place
+    edits): ``type(x) is dict`` would take them for something else (recall found nothing that way)."""
+    import re
+    from pathlib import Path
+
+    import amplifier_module_context_simple as package
+
+    exact = re.compile(r"type\([^)]*\) is (not )?(dict|list)\b")
+    found = [
+        f"{path.name}:{number}"
+        for path in Path(package.__file__).parent.glob("*.py")
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if exact.search(line)
+    ]
+    assert found == [], f"test with isinstance: {found}"

@@ -29,6 +29,7 @@ from .. import cli
 from ..driver import frozen
 from ..provider import SimProvider
 from ..tokens import TokenCounter, wire_key
+from ..wording import plural
 from ..workloads import Workload
 
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -241,7 +242,7 @@ async def run(args: argparse.Namespace) -> bool:
     # The module's over-budget and provenance warnings would flood the table; they are expected here.
     logging.getLogger("amplifier_module_context_simple").setLevel(logging.ERROR)
     counter = TokenCounter(use_tiktoken=not args.no_tiktoken)
-    print(f"{len(sized)} sessions from {source} (>= {args.min_tokens:,} estimated tokens, '{args.prefix}*');")
+    print(f"{plural(len(sized), 'session')} from {source} (>= {args.min_tokens:,} estimated tokens, '{args.prefix}*');")
     print(f"provider counts: {counter.name}; floors in the module's estimated tokens; cells: boundaries, skips")
     extra = {} if args.target_usage is None else {"target_usage": args.target_usage}
     if extra or args.pin_system:
@@ -258,7 +259,7 @@ async def run(args: argparse.Namespace) -> bool:
         ok = report(rows, args.floors) and ok
         errors = [r.error for *_, res in rows for r in res.values() if r.error]
         if errors:
-            print(f"\nfirst fail-loud message ({len(errors)} runs reached the cap):\n  {errors[0]}")
+            print(f"\nfirst fail-loud message ({plural(len(errors), 'run')} reached the cap):\n  {errors[0]}")
     print(f"\ngate (every row falls monotonically and the cap is never reached): {'PASS' if ok else 'FAIL'}")
     return ok
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from evaluation import cli
 from evaluation.tokens import ensure_tiktoken_cache_dir
+from evaluation.wording import plural
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 WORKLOADS = ROOT / "tests" / "data" / "workloads"
@@ -87,7 +88,7 @@ def print_arms(fraction: float, arms: list[ArmTotals]) -> None:
             f"{arm.cost / base_cost:>12.3f}"
         )
         if arm.errors:
-            print(f"  ({arm.errors} requests raised)")
+            print(f"  ({plural(arm.errors, 'request')} raised)")
 
 
 def print_boundaries(arms: list[ArmTotals]) -> None:
@@ -114,7 +115,7 @@ def _run(args: argparse.Namespace) -> int:
 
     true_counter = TokenCounter()
     source = ", ".join(args.workload or [str(WORKLOADS.relative_to(ROOT))])
-    print(f"{len(workloads)} transcripts from {source}; true tokens: {true_counter.name}")
+    print(f"{plural(len(workloads), 'transcript')} from {source}; true tokens: {true_counter.name}")
     print("over window = true prompt tokens > context_window - max_output_tokens (the provider would reject it);")
     print("of which floor = in sessions whose system prompt alone exceeds the effective budget (un-reducible)")
     for fraction in args.window_fraction:

@@ -17,6 +17,7 @@ from typing import Any
 
 from evaluation import cli
 from evaluation.tokens import ensure_tiktoken_cache_dir
+from evaluation.wording import plural
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 WORKLOADS = ROOT / "tests" / "data" / "workloads"
@@ -62,7 +63,7 @@ def _run(args: argparse.Namespace) -> int:
     truth = {stem: [true_counter(m) for m in messages] for stem, messages in sessions.items()}
     n_messages = sum(len(messages) for messages in sessions.values())
     total_true = sum(sum(counts) for counts in truth.values())
-    print(f"{len(sessions)} sessions, {n_messages} messages, {total_true:,} true o200k tokens")
+    print(f"{plural(len(sessions), 'session')}, {plural(n_messages, 'message')}, {total_true:,} true o200k tokens")
     print(f"ratio = counter / {true_counter.name} (billable parts + per-message overhead)\n")
     header = f"{'counter':<10} {'sess min':>9} {'sess med':>9} {'sess max':>9} {'msg mean|r-1|':>14}"
     print(f"{header} {'msg p90|r-1|':>13} {'seconds':>8}")

@@ -22,6 +22,7 @@ from typing import Any
 
 from evaluation import cli
 from evaluation.tokens import ensure_tiktoken_cache_dir
+from evaluation.wording import plural
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 WORKLOADS = ROOT / "tests" / "data" / "workloads"
@@ -151,7 +152,8 @@ def print_config(label: str, rows: list[Row], per_transcript: bool) -> None:
 
     restarts = sum(len(r.replays["restored"].restarts) for r in rows)
     requests = sum(len(r.replays["uninterrupted"].total) for r in rows)
-    print(f"\n[{label}] {len(rows)} transcripts, {requests} requests, {restarts} restarts")
+    counts = f"{plural(len(rows), 'transcript')}, {plural(requests, 'request')}, {plural(restarts, 'restart')}"
+    print(f"\n[{label}] {counts}")
     print(f"{'':<34} {'uninterrupted':>13} {'restored':>9} {'cold':>9}")
     print(
         f"{'read share, all requests':<34} {pooled('uninterrupted'):>13.3f} {pooled('restored'):>9.3f} "
@@ -191,7 +193,8 @@ def _run(args: argparse.Namespace) -> int:
     from ..tokens import TokenCounter
 
     counter = TokenCounter()
-    print(f"{len(workloads)} transcripts; restart before every {args.every}th request; tokens: {counter.name}")
+    every = f"restart before every {args.every}th request"
+    print(f"{plural(len(workloads), 'transcript')}; {every}; tokens: {counter.name}")
     print(f"effective budget = {args.window_fraction:.0%} of each session's true size; restored/cold = with/without")
     print("restore_state() after set_messages(); cache read = longest byte-identical prefix with the previous request")
     for label, config in CONFIGS.items():

@@ -32,6 +32,7 @@ from amplifier_module_context_simple.estimate import estimate_tokens
 from amplifier_module_context_simple.repair import view_problems
 
 from .. import cli
+from ..wording import plural
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 WORKLOAD_DIRS = (ROOT / "tests" / "data" / "workloads", ROOT / "evaluation" / "workloads")
@@ -181,7 +182,7 @@ def _run(args: argparse.Namespace) -> int:
     table = run(sessions, arms, args.window_fraction)
     source = ", ".join(args.workload or [str(default.relative_to(ROOT))])
     fraction = args.window_fraction
-    print(f"{len(sessions)} sessions from {source}, budget = system + {fraction:.0%} of the rest")
+    print(f"{plural(len(sessions), 'session')} from {source}, budget = system + {fraction:.0%} of the rest")
     print("B = the effective budget: summary_min_absorb_tokens=0.55 means int(0.55 * B) tokens\n")
     print(render(table, [name for name, _ in arms]))
     faults = [f"{s} / {a}: {f}" for s, row in table.items() for a, r in row.items() for f in r.faults[:1]]

@@ -22,6 +22,7 @@ from typing import Any
 from amplifier_module_context_simple import SimpleContextManager
 
 from .. import cli
+from ..wording import plural
 
 TRANSCRIPTS = Path(__file__).resolve().parent.parent.parent / "tests" / "data" / "workloads"
 PROG = "python -m evaluation.studies.tail_retention"
@@ -123,7 +124,8 @@ def share(part: int, whole: int) -> str:
 
 def report(results: dict[str, dict[str, Tally]], fraction: float, sessions: int) -> str:
     lines = [
-        f"{sessions} sessions, budget {fraction:.0%} of each session's estimated tokens, a view after every message",
+        f"{plural(sessions, 'session')}, budget {fraction:.0%} of each session's estimated tokens, "
+        "a view after every message",
         f"{'arm':<27}{'source':<11}{'last line kept / truncated':>28}{'among last lines <= budget/2':>31}"
         f"{'results absent from last view':>32}",
     ]
