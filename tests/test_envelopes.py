@@ -178,7 +178,7 @@ _PIECES = st.sampled_from(
 _HOSTILE_TEXT = st.lists(_PIECES, max_size=40).map("".join) | st.text(max_size=60)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(body=_HOSTILE_TEXT)
 def test_a_wrapped_body_holds_no_tag_of_its_own(body: str) -> None:
     from amplifier_module_context_simple.envelope import neutralize, wrap
@@ -190,7 +190,7 @@ def test_a_wrapped_body_holds_no_tag_of_its_own(body: str) -> None:
         assert neutralize(body) == body
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(lines=st.lists(_HOSTILE_TEXT.map(str.strip), max_size=6))
 def test_neutralized_lines_joined_form_no_tag(lines: list[str]) -> None:
     from amplifier_module_context_simple.envelope import neutralize_line
