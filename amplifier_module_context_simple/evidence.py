@@ -229,12 +229,12 @@ PRE_READ_CHARS = 200_000  # a message with more text is read for the ledger when
 
 
 def _text_chars(message: Message, arguments: bool = True) -> int:
-    texts = et.content_texts(message.get("content")) + (et.argument_texts(message) if arguments else [])
+    texts = et.readable_texts(message) + (et.argument_texts(message) if arguments else [])
     return sum(map(len, texts))
 
 
 def _known_tokens(message: Message, arguments: bool = True) -> frozenset[str]:
-    text = et.message_text(message) if arguments else "\n".join(et.content_texts(message.get("content")))
+    text = et.message_text(message) if arguments else "\n".join(et.readable_texts(message))
     if len(text) > 2 * KNOWN_SCAN_CHARS:
         text = text[:KNOWN_SCAN_CHARS] + "\n" + text[-KNOWN_SCAN_CHARS:]
     return frozenset(et.distinctive_tokens(text))

@@ -9,8 +9,10 @@ them is known.
 
 from __future__ import annotations
 
-import json
 import re
+
+from . import calls
+from .calls import arguments_value, message_calls
 
 CHARS_PER_TOKEN = 4
 MIN_LINE_CHARS = 8  # shorter lines carry too little to pay for their place
@@ -77,31 +79,26 @@ def _strings(value: object, out: list[str]) -> None:
 
 
 def argument_texts(message: dict) -> list[str]:
-    """The string values of a message's tool-call arguments (JSON decoded when it parses)."""
+    """The string values of a message's tool-call arguments (JSON decoded when it parses), every shape
+    and each call once (calls.py)."""
     out: list[str] = []
-    for call in message.get("tool_calls") or []:
-        function = call.get("function") if isinstance(call, dict) else None
-        arguments = function.get("arguments") if isinstance(function, dict) else None
-        if isinstance(arguments, str):
-            try:
-                _strings(json.loads(arguments), out)
-            except ValueError:
-                out.append(arguments)
-        else:
-            _strings(arguments, out)
+    for call in message_calls(message):
+        _strings(arguments_value(call), out)
     return out
 
 
 def content_texts(content: object) -> list[str]:
-    """The text a model reads in a content value: a string, or the text of its text blocks (a list of
-    blocks is what hosts store for pastes and rich tool output; thinking blocks are not read)."""
-    if isinstance(content, str):
-        return [content]
-    if isinstance(content, list):
-        return [b["text"] for b in content if isinstance(b, dict) and isinstance(b.get("text"), str)]
-    return []
+    """The text a model reads in a content value: a string, or the text of its blocks (a list of blocks
+    is what hosts store for pastes and rich tool output; thinking and tool-call blocks are not read)."""
+    return calls.content_texts(content)
+
+
+def readable_texts(message: dict) -> list[str]:
+    """The text a model reads in a message's content; a tool result stored as a wrapped result object
+    reads as its output (calls.unwrap_result)."""
+    return calls.message_texts(message)
 
 
 def message_text(message: dict) -> str:
     """The text a model reads in a message: its content and its tool calls' argument values."""
-    return "\n".join(content_texts(message.get("content")) + argument_texts(message))
+    return "\n".join(readable_texts(message) + argument_texts(message))

@@ -2,8 +2,9 @@
 
 Each level does a little more damage than the one before and the ladder stops as soon as the
 view fits the target. It returns new messages and the sequence numbers it decided to truncate,
-remove or stub; the manager records those as sticky decisions. Protected, always: the first and
-the last real user message (the first may be stubbed at level 8, never removed), the most recent
+remove or stub; the manager records those as sticky decisions. Protected, always: the first real user
+message (it may be stubbed at level 8, never removed), the current turn's prompt and every user message
+after it (steering included: :func:`replay.turn_prompt_index`), the most recent
 ``protected_recent`` fraction of messages, the last ``protected_tool_results`` tool results, the
 messages that loaded tools and the newest persisted reminder (:func:`pinned_indices`), and every
 tool group as one unit.
@@ -17,6 +18,7 @@ from typing import Any
 
 from .estimate import seq_of
 from .instructions import is_injected_instruction, is_instruction
+from .replay import turn_prompt_index
 from .tool_pairs import has_tool_calls, is_hook_injection, is_persisted_reminder, tool_groups
 
 Message = dict[str, Any]
@@ -31,6 +33,8 @@ class LadderOps:
     truncate: Callable[[Message], Message]  # returns the message itself when it stays whole
     stub: Callable[[Message], Message]
     is_real_user: Callable[[Message], bool]
+    # ``_seq`` of the turn's prompt in the stored history (replay.turn_prompt_seq); None: read from the list.
+    turn_start: int | None = None
 
 
 @dataclass
@@ -132,6 +136,12 @@ def pinned_indices(messages: list[Message]) -> set[int]:
     return pinned
 
 
+def _from(message: Message, start: int) -> bool:
+    """A stored message at or after ``_seq`` ``start``."""
+    seq = seq_of(message)
+    return seq is not None and seq >= start
+
+
 def _injected(message: Message) -> bool:
     return is_hook_injection(message) or is_injected_instruction(message)
 
@@ -169,9 +179,17 @@ class _Run:
         self.total += self.ops.count(new) - self.ops.count(self.messages[index])
         self.messages[index] = new
 
-    def user_bounds(self) -> tuple[int | None, int | None]:
+    def user_bounds(self) -> tuple[int | None, set[int]]:
+        """The first real user message, and the turn's own: its prompt and every user message after it
+        (steering messages stored mid-turn); without steering, the last real user message alone."""
         users = [i for i, m in enumerate(self.messages) if self.ops.is_real_user(m)]
-        return (users[0], users[-1]) if users else (None, None)
+        if not users:
+            return None, set()
+        start = self.ops.turn_start
+        if start is None:
+            prompt = turn_prompt_index(self.messages, self.ops.is_real_user)
+            return users[0], {i for i in users if prompt is not None and i >= prompt}
+        return users[0], {i for i in users if _from(self.messages[i], start)} | {users[-1]}
 
     def truncate_wave(self, indices: list[int], protected: set[int]) -> None:
         for index in indices:
@@ -198,8 +216,8 @@ class _Run:
     def remove(self, protected_recent: float) -> None:
         """Remove old messages, whole tool groups at a time, then stub intermediate user turns."""
         n = len(self.messages)
-        first_user, last_user = self.user_bounds()
-        protected = set(range(max(0, int(n * (1 - protected_recent))), n)) | {first_user, last_user}
+        first_user, turn = self.user_bounds()
+        protected = set(range(max(0, int(n * (1 - protected_recent))), n)) | {first_user} | turn
         if n and has_tool_calls(self.messages[-1]):
             protected.add(n - 1)  # calls in flight (protected_recent=0): their results would arrive orphaned
         groups = tool_groups(self.messages)
@@ -257,21 +275,22 @@ class _Run:
     def stub_users(self, protected_recent: float) -> None:
         """Stub long user turns that are neither first, last nor recent, oldest first."""
         n = len(self.messages)
-        first_user, last_user = self.user_bounds()
+        first_user, turn = self.user_bounds()
         boundary = int(n * (1 - protected_recent))
-        kept = self.kept_words() if self.user_words > 0 else set()
+        kept = (self.kept_words() if self.user_words > 0 else set()) | turn | {first_user}
         for index in range(min(boundary, n)):
             if self.fits():
                 return
-            if index not in (first_user, last_user) and index not in kept and self._stubbable(self.messages[index]):
+            if index not in kept and self._stubbable(self.messages[index]):
                 self._stub(index)
 
     def last_resort(self, protected_recent: float) -> None:
         """Level 8: stub the first user message, then drop old stubs and old user messages that are kept
-        whole instead of stubbed (never the first or last user message, nor the user's kept words)."""
-        first_user, last_user = self.user_bounds()
-        kept = self.kept_words() if self.user_words > 0 else set()
-        if first_user not in (None, last_user, *kept) and self._stubbable(self.messages[first_user]):
+        whole instead of stubbed (never the first user message, the turn's prompt and what follows it, nor
+        the user's kept words)."""
+        first_user, turn = self.user_bounds()
+        kept = (self.kept_words() if self.user_words > 0 else set()) | turn
+        if first_user is not None and first_user not in kept and self._stubbable(self.messages[first_user]):
             self._stub(first_user)
         if self.fits():
             return
@@ -281,7 +300,7 @@ class _Run:
             if self.fits():
                 break
             whole = index not in kept and self.ops.is_real_user(message) and kept_whole(message)
-            if (message.get("_stubbed") or whole) and index not in (first_user, last_user):
+            if (message.get("_stubbed") or whole) and index != first_user and index not in turn:
                 doomed.add(index)
                 self.total -= self.ops.count(message)
         self._drop(doomed)

@@ -90,7 +90,7 @@ _PREAMBLE_PATTERN = re.compile(re.escape(_PREAMBLE).replace(r"\{count\}", r"\d+"
 def source_lines(message: Message, arguments: bool = True) -> list[str]:
     """The stripped lines of a message's text (and arguments) long enough to carry evidence and short
     enough to be kept (:func:`read_lines` says which lines of a very long text are read)."""
-    texts = et.content_texts(message.get("content")) + (et.argument_texts(message) if arguments else [])
+    texts = et.readable_texts(message) + (et.argument_texts(message) if arguments else [])
     out = []
     for text in texts:
         for line in read_lines(text):

@@ -29,14 +29,14 @@ from .presets import apply_preset
 from .recall_search import MessageTexts
 from .repair import describe_repair
 from .repair_mirror import RepairMirror
-from .replay import build_replay, is_real_user_message
+from .replay import build_replay, is_real_user_message, turn_prompt_seq
 from .state import apply_snapshot, build_snapshot, validate_snapshot
 from .summary import SummaryMixin
 from .token_counter import resolve_counter
 from .token_meter import TailScan, TokenMeterMixin
 from .tool_pairs import in_flight_start, is_hook_injection
 from .tool_results import ToolResultMixin
-from .validation import validate_message
+from .validation import plain_message, warn_unknown_blocks
 from .view_cache import ViewCache
 from .wire_copy import Guard, history_list, stored_copy
 
@@ -127,6 +127,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         self._spilled_paths: set[str] = set()
         self._fault_counts: Counter[str] = Counter()
         self._reported_repairs: set[tuple[str, int, int, int]] = set()
+        self._warned_block_types: set[str] = set()  # content block types already warned about (validation.py)
         self._counts_key: Any = None
         self._count_cache: CountCache | None = None
         self._derived: dict[tuple[int, str], tuple[Message, Any, Message]] = {}
@@ -168,12 +169,13 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
 
     async def add_message(self, message: Message) -> None:
         """Store a copy of ``message`` stamped with a timestamp (if absent) and a permanent ``_seq``."""
-        validate_message(message)
-        metadata = dict(message.get("metadata") or {})
+        plain = plain_message(message)
+        warn_unknown_blocks([plain], self._warned_block_types)
+        metadata = dict(plain.get("metadata") or {})
         if "timestamp" not in metadata:
             metadata["timestamp"] = datetime.now(UTC).isoformat(timespec="milliseconds")
         metadata["_seq"] = self._next_seq
-        stored = stored_copy({**message, "metadata": metadata}, self._store_guard)
+        stored = stored_copy({**plain, "metadata": metadata}, self._store_guard)
         self._next_seq += 1
         self.messages.append(stored)
         self._harvest_tool_names()
@@ -188,13 +190,13 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         """Replace the history (session resume): re-stamp ``_seq`` 0..N-1 and forget all decisions."""
         if not isinstance(messages, list):
             raise TypeError(f"context-simple: set_messages expects a list, got {type(messages).__name__}")
-        for index, message in enumerate(messages):
-            validate_message(message, where=f"message {index}")
+        plain = [plain_message(message, where=f"message {index}") for index, message in enumerate(messages)]
+        warn_unknown_blocks(plain, self._warned_block_types)
         self._store_guard = guard = Guard([])  # a message of the replaced history reports elsewhere
         self.messages = history_list(
             (
                 stored_copy({**m, "metadata": {**(m.get("metadata") or {}), "_seq": seq}}, guard)
-                for seq, m in enumerate(messages)
+                for seq, m in enumerate(plain)
             ),
             guard,
         )
@@ -486,6 +488,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
             truncate=self._truncate_stored,
             stub=self._stub_user_message,
             is_real_user=is_real_user_message,
+            turn_start=turn_prompt_seq(self.messages),
         )
 
     def _truncate_stored(self, message: Message) -> Message:

@@ -20,6 +20,7 @@ from collections.abc import Container
 from dataclasses import dataclass, field
 from typing import Any
 
+from .calls import call_id as read_call_id
 from .estimate import seq_of
 from .tool_pairs import is_hook_injection
 
@@ -63,9 +64,7 @@ def tool_call_ids(message: dict[str, Any]) -> list[str | None] | None:
     calls = message.get("tool_calls")
     if not isinstance(calls, list) or not calls:
         return None
-    # Both the OpenAI {"id", "function": {...}} and the flat {"id", "name", ...} shapes key on "id".
-    ids = [call.get("id") if isinstance(call, dict) else None for call in calls]
-    return [i if isinstance(i, str) and i else None for i in ids]
+    return [read_call_id(call) for call in calls]  # every shape keys on "id" (calls.py)
 
 
 def _is_tool_result(message: dict[str, Any]) -> bool:
@@ -153,18 +152,18 @@ def scan_clean(messages: list[dict[str, Any]], start: int = 0) -> tuple[bool, in
         message = messages[index]
         role = message.get("role")
         if role == "tool":
-            call_id = message.get("tool_call_id")
-            if open_ids is None or call_id not in open_ids:
+            answered = message.get("tool_call_id")
+            if open_ids is None or answered not in open_ids:
                 return False, boundary
-            open_ids.remove(call_id)
+            open_ids.remove(answered)
             continue
         if open_ids:
             return False, boundary
         open_ids, boundary = None, index
         if role == "assistant" and message.get("tool_calls"):
             calls = message["tool_calls"]
-            ids = {call.get("id") for call in calls if isinstance(call, dict)}
-            if len(ids) != len(calls) or not all(isinstance(i, str) and i for i in ids):
+            ids = set(map(read_call_id, calls))
+            if len(ids) != len(calls) or None in ids:
                 return False, boundary
             open_ids, group_start = ids, index
     if not open_ids:

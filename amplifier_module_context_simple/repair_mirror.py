@@ -13,6 +13,7 @@ from collections.abc import Container
 from typing import Any
 
 from .repair import RepairReport, repair_segment, scan_clean
+from .tool_pairs import has_tool_calls
 
 Message = dict[str, Any]
 
@@ -34,7 +35,7 @@ def _last_group_start(working: list[Message], end: int) -> int:
     index = end
     while index > 0 and working[index - 1].get("role") == "tool":
         index -= 1
-    if index > 0 and working[index - 1].get("role") == "assistant" and working[index - 1].get("tool_calls"):
+    if index > 0 and has_tool_calls(working[index - 1]):
         return index - 1
     return end
 

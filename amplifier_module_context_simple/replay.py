@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .calls import message_calls
 from .envelope import wrap
+from .estimate import seq_of
 from .tool_pairs import is_hook_injection
 
 REPLAY_ENVELOPE_SOURCE = "context-replay"
@@ -31,6 +33,43 @@ def is_real_user_message(entry: Any) -> bool:
     if is_hook_injection(entry):
         return False  # a hook's inject_context: amplifier-core stores its text as given, often unwrapped
     return not opens_with_reminder(entry.get("content"))
+
+
+def turn_prompt_index(
+    messages: list[dict[str, Any]], is_real_user: Callable[[Any], bool] = is_real_user_message
+) -> int | None:
+    """Index of the current turn's prompt: the first real user message after the last final answer.
+
+    A turn starts with the user's prompt and ends with an assistant message that calls no tool (the
+    orchestrators' loops stop there; loop-streaming also stores a closing one when a turn is cancelled).
+    loop-streaming's ``session.steer(text)`` stores a plain user message in the middle of a turn, after a
+    tool round's results, so the turn's prompt is no longer the last user message; the user messages after
+    the prompt are its steering messages. Without steering the prompt is the last real user message; with
+    no user message since the last answer, it is the last real user message too. Reads back from the end
+    to the last answer only.
+    """
+    first_after_answer = None
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if is_real_user(message):
+            first_after_answer = index
+        elif _final_answer(message):
+            break
+    if first_after_answer is not None:
+        return first_after_answer
+    return next((i for i in range(len(messages) - 1, -1, -1) if is_real_user(messages[i])), None)
+
+
+def turn_prompt_seq(stored: list[dict[str, Any]]) -> int | None:
+    """The ``_seq`` of the current turn's prompt in the stored history (read there: a view whose tool
+    results were removed no longer shows that a steering message followed one)."""
+    index = turn_prompt_index(stored)
+    return None if index is None else seq_of(stored[index])
+
+
+def _final_answer(message: dict[str, Any]) -> bool:
+    """An assistant message that calls no tool (a hook's injection of that role is not an answer)."""
+    return message.get("role") == "assistant" and not message_calls(message) and not is_hook_injection(message)
 
 
 def opens_with_reminder(content: Any) -> bool:

@@ -111,6 +111,7 @@ NOT_SAVED: dict[str, str] = {
     "_spilled_paths": "write-once bookkeeping: spill files are content-addressed and idempotent",
     "_fault_counts": "diagnostics",
     "_reported_repairs": "log de-duplication",
+    "_warned_block_types": "log de-duplication",
     "_counts_key": "cache",
     "_count_cache": "cache (per-_seq counts, recomputed on demand)",
     "_derived": "cache (truncated and stubbed rewrites, recomputed on demand)",

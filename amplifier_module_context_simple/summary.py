@@ -24,6 +24,7 @@ from .config import (
     TOKEN_METER_ESTIMATE,
 )
 from .estimate import seq_of, wire_form
+from .replay import turn_prompt_seq
 from .summary_span import (
     _SUMMARY_METADATA_TYPE,
     DEFAULT_SUMMARIZATION_PROMPT,
@@ -159,7 +160,7 @@ class SummaryMixin:
         """
         floor = self._absorb_floor(self._request_budget()) if min_tokens is None else min_tokens
         live = live_messages(self.messages, self._removed_seqs)
-        start, boundary = protected_bounds(live, self.protected_recent)
+        start, boundary = protected_bounds(live, self.protected_recent, turn_prompt_seq(self.messages))
         if self._history_tail_open():  # calls in flight: results still to come must not lose their call
             boundary = min(boundary, max((i for i, m in enumerate(live) if has_tool_calls(m)), default=boundary))
         if boundary <= start:

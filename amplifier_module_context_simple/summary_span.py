@@ -12,6 +12,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from .calls import call_name, message_calls, stored_arguments
 from .envelope import wrap
 from .estimate import seq_of
 from .replay import is_real_user_message
@@ -64,18 +65,22 @@ def live_messages(messages: list[Message], removed: set[int]) -> list[Message]:
     return [m for m in messages if m.get("role") != "system" and seq_of(m) not in removed and not is_summary_message(m)]
 
 
-def protected_bounds(live: list[Message], protected_recent: float) -> tuple[int, int]:
+def protected_bounds(live: list[Message], protected_recent: float, turn_start: int | None = None) -> tuple[int, int]:
     """(start, protected_boundary): the span lives in ``live[start:protected_boundary]``.
 
-    The first real user message (the task) is kept, so the span starts after it; the last real
-    user message and everything from the ``protected_recent`` tail on are kept too. Envelopes
-    (summary, replay, notice) never count as the user's words.
+    The first real user message (the task) is kept, so the span starts after it; the current turn's
+    prompt (the last real user message, or the one before the steering messages stored mid-turn:
+    :func:`replay.turn_prompt_index`), what follows it and everything from the ``protected_recent``
+    tail on are kept too. Envelopes (summary, replay, notice) never count as the user's words.
     """
     users = [i for i, m in enumerate(live) if is_real_user_message(m)]
     start = users[0] + 1 if users else 0
     boundary = int(len(live) * (1 - protected_recent))
-    if users and users[-1] >= start:
-        boundary = min(boundary, users[-1])
+    # ``turn_start``: the prompt's _seq, read in the stored history (replay.turn_prompt_seq).
+    turn = [i for i in users if turn_start is not None and (seq_of(live[i]) or 0) >= turn_start]
+    kept = [i for i in turn or users[-1:] if i >= start]  # the span starts after the first user message
+    if kept:
+        boundary = min(boundary, kept[0])
     return start, boundary
 
 
@@ -145,19 +150,16 @@ def content_text(content: Any) -> str:
 
 
 def _call_line(call: Any) -> str:
+    """``  [tool_call: name(args)]`` as the original writes it: stored string arguments as they are,
+    others as compact JSON (the name and arguments read by calls.py, whatever the shape)."""
     if not isinstance(call, dict):
         return f"  [tool_call: {call!r}]"
-    function = call.get("function")
-    if isinstance(function, dict):
-        name, args = function.get("name"), function.get("arguments")
-    else:
-        name = call.get("name") or call.get("tool")
-        args = call.get("input") if "input" in call else call.get("arguments")
+    args = stored_arguments(call)
     if not isinstance(args, str):
         args = json.dumps(args, separators=(",", ":"), default=str)
     if len(args) > _TOOL_ARGS_MAX_CHARS:
         args = args[:_TOOL_ARGS_MAX_CHARS] + "..."
-    return f"  [tool_call: {name}({args})]"
+    return f"  [tool_call: {call_name(call) or None}({args})]"
 
 
 def format_messages_for_summarization(messages: list[Message]) -> str:
@@ -169,9 +171,7 @@ def format_messages_for_summarization(messages: list[Message]) -> str:
             line = f"[tool_result for {message.get('tool_call_id')}]: {text}"
         else:
             line = f"[{message.get('role')}]: {text}"
-        calls = message.get("tool_calls")
-        if isinstance(calls, list):
-            line += "".join("\n" + _call_line(call) for call in calls)
+        line += "".join("\n" + _call_line(call) for call in message_calls(message))
         parts.append(line)
     return "\n\n".join(parts)
 

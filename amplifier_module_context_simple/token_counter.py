@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, NamedTuple
 
+from .calls import CALL_BLOCK_TYPES, message_calls, read_call
 from .estimate import DEFAULT_IMAGE_TOKENS as DEFAULT_IMAGE_TOKENS
 from .estimate import IMAGE_BLOCK_TYPES, estimate_message, image_tokens
 
@@ -35,7 +36,6 @@ MESSAGE_OVERHEAD_TOKENS = 3
 TOOL_CALL_OVERHEAD_TOKENS = 3
 
 _TEXT_BLOCK_TYPES = frozenset({"text", "input_text", "output_text"})
-_TOOL_CALL_BLOCK_TYPES = frozenset({"tool_call", "tool_use"})
 
 
 @dataclass(frozen=True)
@@ -66,21 +66,16 @@ def _json_text(value: Any) -> str:
 
 
 def tool_call_parts(call: Any) -> tuple[str, str]:
-    """(name, arguments text) of a tool call in the OpenAI or the flat {id, name, input} shape."""
+    """(name, arguments text) of a tool call in any of the five shapes (calls.py's one reading)."""
     if not isinstance(call, dict):
         return "", _json_text(call)
-    function = call.get("function")
-    source = function if isinstance(function, dict) else call
-    name = source.get("name")
-    args = source.get("arguments", source.get("input"))
-    name_text = name if isinstance(name, str) else ("" if name is None else _json_text(name))
-    if args is None:
-        return name_text, ""
-    return name_text, args if isinstance(args, str) else _json_text(args)
+    parsed = read_call(call)
+    return parsed.name, parsed.arguments
 
 
-def _block_parts(block: Any, texts: list[str]) -> int:
-    """Append the billable texts of one content block; return the tokens of the images it holds."""
+def _block_parts(block: Any, texts: list[str], calls_read: bool = False) -> int:
+    """Append the billable texts of one content block; return the tokens of the images it holds.
+    ``calls_read``: the message's calls are counted on their own (:func:`billable_parts`), not here."""
     if isinstance(block, str):
         texts.append(block)
         return 0
@@ -97,14 +92,15 @@ def _block_parts(block: Any, texts: list[str]) -> int:
     elif kind == "tool_result":
         inner = block.get("content", block.get("output"))
         return _content_parts(inner, texts)
-    elif kind in _TOOL_CALL_BLOCK_TYPES:
-        texts.extend(tool_call_parts(block))
+    elif kind in CALL_BLOCK_TYPES:
+        if not calls_read:
+            texts.extend(tool_call_parts(block))
     else:
         texts.append(_json_text(block))
     return 0
 
 
-def _content_parts(content: Any, texts: list[str]) -> int:
+def _content_parts(content: Any, texts: list[str], calls_read: bool = False) -> int:
     """Append the billable texts of a message's content; return the tokens of the images it holds."""
     if content is None:
         return 0
@@ -112,8 +108,8 @@ def _content_parts(content: Any, texts: list[str]) -> int:
         texts.append(content)
         return 0
     if isinstance(content, list):
-        return sum(_block_parts(block, texts) for block in content)
-    return _block_parts(content, texts)
+        return sum(_block_parts(block, texts, calls_read) for block in content)
+    return _block_parts(content, texts, calls_read)
 
 
 def billable_parts(message: dict[str, Any]) -> BillableParts:
@@ -122,9 +118,9 @@ def billable_parts(message: dict[str, Any]) -> BillableParts:
     role = message.get("role")
     if isinstance(role, str):
         texts.append(role)
-    images = _content_parts(message.get("content"), texts)  # tokens of its images
-    calls = message.get("tool_calls")
-    calls = calls if isinstance(calls, list) else []
+    # An assistant's calls, each once: a call in tool_calls and again as a content block is one call.
+    calls = message_calls(message)
+    images = _content_parts(message.get("content"), texts, calls_read=True)
     for call in calls:
         texts.extend(tool_call_parts(call))
     if isinstance(message.get("function_call"), dict):

@@ -9,32 +9,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from .calls import call_id
+from .calls import call_names as call_names  # re-exported: callers read names here
+
 
 def call_ids(message: dict[str, Any]) -> list[str]:
-    """Ids of an assistant message's tool calls (both the OpenAI and the flat shapes)."""
+    """Ids of an assistant message's ``tool_calls`` (any of the five shapes, calls.py), the ids its results
+    answer; a call stored only as a content block is not paired (both orchestrators store every call in
+    ``tool_calls``)."""
     calls = message.get("tool_calls")
     if message.get("role") != "assistant" or not isinstance(calls, list):
         return []
-    ids = []
-    for call in calls:
-        call_id = call.get("id") if isinstance(call, dict) else getattr(call, "id", None)
-        if isinstance(call_id, str) and call_id:
-            ids.append(call_id)
-    return ids
-
-
-def call_names(message: dict[str, Any]) -> dict[str, str]:
-    """Map call id -> tool name for an assistant message's tool calls."""
-    names: dict[str, str] = {}
-    for call in message.get("tool_calls") or []:
-        if not isinstance(call, dict) or not isinstance(call.get("id"), str):
-            continue
-        function = call.get("function")
-        name = function.get("name") if isinstance(function, dict) else None
-        name = name or call.get("name") or call.get("tool")
-        if isinstance(name, str) and name:
-            names[call["id"]] = name
-    return names
+    return [identity for identity in map(call_id, calls) if identity is not None]
 
 
 def has_tool_calls(message: dict[str, Any]) -> bool:

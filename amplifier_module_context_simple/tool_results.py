@@ -16,11 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .calls import call_names
 from .config import TOOL_RESULT_SHAPE_HEAD, TOOL_RESULT_SHAPE_HEAD_TAIL
 from .estimate import estimate_message, seq_of, wire_form
 from .ladder import stub_user_message
 from .token_counter import COUNTER_ESTIMATE
-from .tool_pairs import call_names
 
 Message = dict[str, Any]
 
@@ -308,7 +308,7 @@ class ToolResultMixin:
             self._reset_tool_names()
         for message in self.messages[self._tool_names_harvested :]:
             role = message.get("role")
-            if role == "assistant" and message.get("tool_calls"):
+            if role == "assistant":
                 self._tool_name_by_call_id.update(call_names(message))
             elif role == "tool" and (seq := seq_of(message)) is not None:
                 name = self._tool_name_by_call_id.get(message.get("tool_call_id"))

@@ -62,13 +62,30 @@ def test_the_ledger_is_sized_with_the_configured_counter(counter, monkeypatch):
     assert len(boundaries) <= requests // 6, f"{len(boundaries)} of {requests} requests compacted"
 
 
-def test_deeply_nested_arguments_degrade_and_are_counted(caplog):
+def test_deeply_nested_arguments_are_read_as_their_text():
+    """JSON too deep for the decoder reads as the text it is (calls.arguments_value), never a failure."""
     messages = session(12)
     deep = "[" * 1000 + "]" * 1000
     first_call = messages[2]["tool_calls"][0]
     messages[2] = {**messages[2], "tool_calls": [{**first_call, "function": {"name": "bash", "arguments": deep}}]}
+    ctx, out = views({"evidence_ledger_share": 0.5}, 1_500, messages)
+    assert any(is_ledger(m) for m in out[-1])
+    assert ctx.fault_stats["evidence_failures"] == 0
+
+
+def test_a_message_the_ledger_cannot_read_degrades_and_is_counted(caplog, monkeypatch):
+    """Reading a message's arguments fails (a RecursionError in any reader): its content still feeds the
+    ledger, the failure is counted and logged once, never raised."""
+    from amplifier_module_context_simple import evidence_text
+
+    def failing(message):
+        if message.get("tool_calls"):
+            raise RecursionError("maximum recursion depth exceeded")
+        return []
+
+    monkeypatch.setattr(evidence_text, "argument_texts", failing)
     with caplog.at_level(logging.WARNING, logger=LOGGER):
-        ctx, out = views({"evidence_ledger_share": 0.5}, 1_500, messages)
+        ctx, out = views({"evidence_ledger_share": 0.5}, 1_500, session(12))
     assert any(is_ledger(m) for m in out[-1])
     assert ctx.fault_stats["evidence_failures"] >= 1
     assert caplog.text.count("evidence ledger skipped") == 1  # logged once, not on every request

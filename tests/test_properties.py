@@ -571,13 +571,16 @@ class Session:
                 ids.append(self.previous_ids[0])
             else:
                 ids.append(None if fate == "noid" else f"call_{self.call_serial}")
-        if None in ids:  # a call without an id is refused, the history unchanged; the rest go on
+        if None in ids or len(set(ids)) < len(ids):
+            # A call without an id, or with another call's id in the same message, is refused with the history
+            # unchanged; the rest go on (each id once).
             before = copy.deepcopy(self.ctx.messages)
-            with pytest.raises(ValueError, match="has id missing"):
+            with pytest.raises(ValueError, match="has id missing|repeats the tool-call id"):
                 await self.ctx.add_message({"role": "assistant", "content": "", "tool_calls": tool_calls(calls, ids)})
             assert self.ctx.messages == before
-            calls = [c for c, i in zip(calls, ids, strict=True) if i is not None]
-            ids = [i for i in ids if i is not None]
+            kept = [(c, i) for position, (c, i) in enumerate(zip(calls, ids, strict=True)) if i not in ids[:position]]
+            calls = [c for c, i in kept if i is not None]
+            ids = [i for _, i in kept if i is not None]
             if not ids:
                 return
         await self.add({"role": "assistant", "content": "", "tool_calls": tool_calls(calls, ids)})
