@@ -56,6 +56,9 @@ TOOL_RESULT_SHAPES = (TOOL_RESULT_SHAPE_HEAD, TOOL_RESULT_SHAPE_HEAD_TAIL)
 DEFAULT_CLEAR_AT_LEAST = None
 DEFAULT_MAX_CONSECUTIVE_SKIPS = 3
 DEFAULT_MAX_TOOL_RESULT_BYTES = 131_072
+# The smallest byte cap a clipped result fits in with its marker and some of its text (ingress.py);
+# today's original refuses caps below its own marker's length (about 200 bytes).
+MIN_TOOL_RESULT_BYTES = 256
 
 
 class DefaultTokens(int):
@@ -201,11 +204,20 @@ def _fallback_tokens(key: str, value: Any) -> int:
 
 
 def _result_bytes(key: str, value: Any) -> int | None:
-    """A byte cap per tool result in the view: an integer >= 1, or None/0 for no cap."""
+    """A byte cap per tool result in the view: an integer >= 1 (below the smallest workable cap, that
+    cap), or None/0 for no cap."""
     if value is None or (_is_number(value) and value == 0):
         return None
-    if _is_int(value) and value >= 1:
+    if _is_int(value) and value >= MIN_TOOL_RESULT_BYTES:
         return value
+    if _is_int(value) and value >= 1:
+        warn(
+            "%s=%r leaves no room for a clipped result's marker and text; using the smallest workable cap, %d",
+            key,
+            value,
+            MIN_TOOL_RESULT_BYTES,
+        )
+        return MIN_TOOL_RESULT_BYTES
     warn(
         "%s=%r is not an integer of bytes >= 1 (None or 0: no cap); using %d", key, value, DEFAULT_MAX_TOOL_RESULT_BYTES
     )

@@ -184,9 +184,26 @@ class EvidenceMixin:
         return segs.insert_all(working, placed) if placed else working
 
     def _ledger_lines(self, message: Message) -> tuple[ledger.Line, ...]:
-        """A stored message's evidence lines, analysed once per ``_seq``; a message whose analysis fails
-        (arguments nested past the interpreter's depth, ...) gives its content's lines, or none."""
-        return self._derive(message, "ledger-lines", None, lambda: self._guarded(message, ledger.analyse, ()))
+        """A stored message's evidence lines, analysed once per ``_seq`` (kept while the history is, also
+        across ``restore_state``); a message whose analysis fails (arguments nested past the
+        interpreter's depth, ...) gives its content's lines, or none."""
+        seq = seq_of(message)
+        entry = self._evidence_reads.get(seq) if seq is not None else None
+        if entry is not None and entry[0] is message:
+            return entry[1]
+        lines = self._guarded(message, ledger.analyse, ())
+        if seq is not None:
+            self._evidence_reads[seq] = (message, lines)
+        return lines
+
+    def _pre_read(self, messages: list[Message]) -> None:
+        """In evidence mode, read each long message as it is stored (the read is linear in its text): a
+        boundary then reads at most ``PRE_READ_CHARS`` characters of any message it had not read."""
+        if self.evidence_ledger_share <= 0:
+            return
+        for message in messages:
+            if message.get("role") != "system" and ledger.guarded(_text_chars, message, 0)[0] > PRE_READ_CHARS:
+                self._ledger_lines(message)
 
     def _evidence_tokens(self, message: Message) -> frozenset[str]:
         """Distinctive tokens of a message's text (its head and tail when it is huge), memoized per
@@ -222,6 +239,12 @@ class EvidenceMixin:
 
 
 KNOWN_SCAN_CHARS = 200_000  # of a huge message's text, the head and tail read for known tokens
+PRE_READ_CHARS = 200_000  # a message with more text is read for the ledger when it is stored
+
+
+def _text_chars(message: Message, arguments: bool = True) -> int:
+    texts = et.readable_texts(message) + (et.argument_texts(message) if arguments else [])
+    return sum(map(len, texts))
 
 
 def _known_tokens(message: Message, arguments: bool = True) -> frozenset[str]:

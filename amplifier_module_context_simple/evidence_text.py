@@ -27,6 +27,11 @@ _PRIORITY = re.compile(
     r"\bexit (?:code|status)|<returncode>[1-9]|Ran \d+ tests?|^OK\b|\.\w+:\d+|line \d+",
     re.IGNORECASE,
 )
+# What every priority line holds once lowered, searched first: the full pattern is slow per line (its word
+# boundaries, any case), and most lines hold none of this.
+_PRIORITY_HINT = re.compile(
+    r"traceback|error|exception|fail|warning:|passed|exit (?:code|status)|<returncode>[1-9]|ran \d|^ok|\.\w+:\d|line \d"
+)
 
 
 def _is_distinctive(token: str) -> bool:
@@ -59,7 +64,7 @@ def distinctive_tokens(text: str) -> set[str]:
 
 def is_priority(line: str) -> bool:
     """An error or traceback line, a ``file:line`` reference, a test summary or an exit line."""
-    return _PRIORITY.search(line) is not None
+    return _PRIORITY_HINT.search(line.lower()) is not None and _PRIORITY.search(line) is not None
 
 
 def _strings(value: object, out: list[str]) -> None:

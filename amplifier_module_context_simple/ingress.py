@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from .config import MIN_TOOL_RESULT_BYTES
 from .estimate import seq_of
 
 Message = dict[str, Any]
@@ -21,6 +22,8 @@ MARKER = (
 )
 # The marker's bytes at the largest figures it can show, so the clipped text never exceeds the cap.
 _MARKER_BYTES = len(MARKER.format(kept=10**15, total=10**15).encode("utf-8"))
+# At the smallest cap config.py lets through, a clipped result still shows this much of its text.
+MIN_TEXT_BYTES = MIN_TOOL_RESULT_BYTES - _MARKER_BYTES
 
 
 class Clip(NamedTuple):
@@ -55,10 +58,13 @@ def clip_tool_result(message: Message, max_bytes: int) -> Clip | None:
     """The view copy of a tool result over ``max_bytes`` UTF-8 bytes of text, or None when it fits.
 
     String content, or the text blocks of block content (in order, sharing the cap; other blocks,
-    such as images, pass whole).
+    such as images, pass whole). The clipped text, marker included, is within ``max_bytes``, which must
+    be at least ``MIN_TOOL_RESULT_BYTES`` (config.py raises a smaller cap to it, with a warning).
     """
+    if max_bytes < MIN_TOOL_RESULT_BYTES:
+        raise ValueError(f"context-simple: a byte cap of {max_bytes} is below {MIN_TOOL_RESULT_BYTES}")
     content = message.get("content")
-    room = max(0, max_bytes - _MARKER_BYTES)
+    room = max_bytes - _MARKER_BYTES
     if isinstance(content, str):
         if not _over(content, max_bytes):
             return None
@@ -121,6 +127,10 @@ class IngressClipper:
         """The stored message a clipped copy was made from (the message itself otherwise)."""
         entry = self._copies.get(seq_of(message))  # type: ignore[arg-type]
         return entry[0] if entry is not None and entry[2] is message else message
+
+    def clipped(self) -> set[int]:
+        """The seqs of the results whose view copy is clipped (context_recall says the view lacks them)."""
+        return set(self._copies)
 
     def take_pending(self) -> list[dict[str, Any]]:
         pending, self.pending = self.pending, []

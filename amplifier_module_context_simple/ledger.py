@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from . import envelope
 from . import evidence_text as et
 from .estimate import seq_of
 from .recall import NOTE as RECALL_NOTE
@@ -28,19 +29,59 @@ _PREAMBLE = (
 
 
 # Bounds on the work one message costs, whatever it holds (a 20 MB line, a 200,000-line log): a longer
-# line is no ledger line (it would take a ledger's whole room), only the head and tail lines of a long
-# text are read, and only the best candidates of a message are kept for every later boundary's ranking.
+# line is no ledger line (it would take a ledger's whole room); a text of up to READ_WHOLE_LINES lines is
+# read line by line, whole; of a longer one, the first and last EDGE_LINES lines and, between them, the
+# lines naming a failure, found by a scan in C; only the best candidates of a message are kept for every
+# later boundary's ranking. The analysis is memoized per ``_seq`` (evidence.py): one read per message.
 MAX_LINE_CHARS = 2_000
-SCANNED_LINES = 100  # read from the head and as many from the tail of each text
+READ_WHOLE_LINES = 2_000
+EDGE_LINES = 100
+MAX_MIDDLE_LINES = 200  # of a longer text's middle, the failure lines read (the first ones)
+MIDDLE_KEYWORDS = ("error", "exception", "fail")
 MAX_CANDIDATES = 200  # per message
 
 
-def _scanned(text: str) -> list[str]:
-    lines = text.split("\n", SCANNED_LINES) if len(text) < MAX_LINE_CHARS * SCANNED_LINES else None
-    if lines is None or len(lines) > SCANNED_LINES:
-        lines = text[: MAX_LINE_CHARS * SCANNED_LINES].split("\n")[:SCANNED_LINES]
-        lines += text[-MAX_LINE_CHARS * SCANNED_LINES :].split("\n")[-SCANNED_LINES:][1:]
-    return lines
+def read_lines(text: str) -> list[str]:
+    """The lines of ``text`` the ledger reads: all of them up to ``READ_WHOLE_LINES``; of a longer text the
+    first and last ``EDGE_LINES`` and the failure lines between. Time linear in the text (a few passes in
+    C), and at most ``max(READ_WHOLE_LINES, 2 * EDGE_LINES + MAX_MIDDLE_LINES)`` lines for per-line work."""
+    newline = -1
+    for count in range(READ_WHOLE_LINES):
+        newline = text.find("\n", newline + 1)
+        if newline == -1:  # at most READ_WHOLE_LINES lines: all of them
+            return text.split("\n") if count else [text]
+        if count == EDGE_LINES - 1:
+            head_end = newline
+    tail_start = len(text)
+    for _ in range(EDGE_LINES):
+        tail_start = text.rfind("\n", 0, tail_start)
+    middle = _failure_lines(text[head_end + 1 : tail_start])
+    return [*text[:head_end].split("\n"), *middle, *text[tail_start + 1 :].split("\n")]
+
+
+def _failure_lines(text: str) -> list[str]:
+    """The first ``MAX_MIDDLE_LINES`` lines of ``text`` holding a ``MIDDLE_KEYWORDS`` word in any (ASCII)
+    case, in order: a few passes in C and a bounded number of lines, whatever the text holds."""
+    if text.isascii():  # lower() keeps every offset
+        return _keyword_lines(text, text.lower(), MIDDLE_KEYWORDS, "\n")
+    raw = text.encode("utf-8", "surrogatepass")  # bytes.lower() changes ASCII letters only: offsets kept
+    lines = _keyword_lines(raw, raw.lower(), tuple(k.encode() for k in MIDDLE_KEYWORDS), b"\n")
+    return [line.decode("utf-8", "surrogatepass") for line in lines]
+
+
+def _keyword_lines(source: Any, low: Any, keywords: tuple[Any, ...], newline: Any) -> list[Any]:
+    """Lines of ``source`` (str or bytes) where its lowered copy ``low`` holds a keyword: each keyword's
+    first ``MAX_MIDDLE_LINES``, so the first lines of any kind are among them; then the first of all."""
+    found: dict[int, int] = {}
+    for keyword in keywords:
+        at, hits = low.find(keyword), 0
+        while at != -1 and hits < MAX_MIDDLE_LINES:
+            start = low.rfind(newline, 0, at) + 1
+            end = low.find(newline, at)
+            end = len(low) if end == -1 else end
+            found[start], hits = end, hits + 1
+            at = low.find(keyword, end)
+    return [source[start:end] for start, end in sorted(found.items())[:MAX_MIDDLE_LINES]]
 
 
 _PREAMBLE_PATTERN = re.compile(re.escape(_PREAMBLE).replace(r"\{count\}", r"\d+") + f"(?: {re.escape(RECALL_NOTE)})?")
@@ -48,13 +89,13 @@ _PREAMBLE_PATTERN = re.compile(re.escape(_PREAMBLE).replace(r"\{count\}", r"\d+"
 
 def source_lines(message: Message, arguments: bool = True) -> list[str]:
     """The stripped lines of a message's text (and arguments) long enough to carry evidence and short
-    enough to be kept; a long text is read at its head and tail only."""
+    enough to be kept (:func:`read_lines` says which lines of a very long text are read)."""
     texts = et.readable_texts(message) + (et.argument_texts(message) if arguments else [])
     out = []
     for text in texts:
-        for line in _scanned(text):
+        for line in read_lines(text):
             if et.MIN_LINE_CHARS <= len(stripped := line.strip()) <= MAX_LINE_CHARS:
-                out.append(stripped)
+                out.append(envelope.neutralize_line(stripped))  # copied text never ends the ledger's envelope
     return list(dict.fromkeys(out))  # each line once
 
 
@@ -138,7 +179,7 @@ def ledger_text(lines: list[str], count: int, note: str = "") -> str:
     """The ledger's text: envelope, a preamble saying what it is (and ``note``, the recall tool's line
     when it is mounted), the kept lines in history order."""
     preamble = _PREAMBLE.format(count=count) + (f" {note}" if note else "")
-    return "\n".join([_OPEN, preamble, *lines, "</system-reminder>"])
+    return envelope.wrap(LEDGER_SOURCE, "\n".join([preamble, *lines]))
 
 
 def line_count(text: str) -> int:

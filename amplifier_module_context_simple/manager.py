@@ -44,7 +44,7 @@ from .replay import build_replay, is_real_user_message, turn_prompt_seq
 from .state import apply_snapshot, build_snapshot, validate_snapshot
 from .summary import SummaryMixin
 from .token_counter import resolve_counter
-from .token_meter import TokenMeterMixin
+from .token_meter import TailScan, TokenMeterMixin
 from .tool_pairs import in_flight_start, is_hook_injection
 from .tool_results import ToolResultMixin
 from .validation import plain_message, warn_unknown_blocks
@@ -143,9 +143,11 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         self._counts_key: Any = None
         self._count_cache: CountCache | None = None
         self._derived: dict[tuple[int, str], tuple[Message, Any, Message]] = {}
+        self._evidence_reads: dict[int, tuple[Message, Any]] = {}  # the ledger's reading per _seq: evidence.py
         self._view_cache = ViewCache()
         self._repair_mirror = RepairMirror()
         self._ingress = IngressClipper()  # tool results over max_tool_result_bytes, clipped in the view
+        self._tail_scan = TailScan()  # the hybrid tail, read from where the last request stopped
         self._recall_mounted = False  # mount() set context_recall up (recall.py): notice and ledger say so
         self._recall_texts = MessageTexts()  # context_recall's text cache: dropped with the history
         self._escalation_allowed = True
@@ -170,6 +172,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         self._view_cache.invalidate()
         self._repair_mirror.reset(None)
         self._ingress.reset()
+        self._tail_scan.reset()
         self._recall_texts.clear()
         if self._count_cache is not None:
             self._count_cache.clear()
@@ -189,6 +192,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         self._next_seq += 1
         self.messages.append(stored)
         self._harvest_tool_names()
+        self._pre_read([stored])
 
     async def get_messages(self) -> list[Message]:
         """The full stored history (with ``_seq`` and timestamps), never compacted. Its messages are the
@@ -213,6 +217,8 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         self._reset_tool_names()
         self._harvest_tool_names()
         self._reset_compaction_state()
+        self._evidence_reads = {}
+        self._pre_read(self.messages)
         self._measurement_stale = True  # the reading (kept, as in the original) measured another history
 
     async def clear(self) -> None:
@@ -222,6 +228,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         self._next_seq = 0
         self._reset_tool_names()
         self._spilled_paths = set()
+        self._evidence_reads = {}
         self._last_measured_prompt_tokens = None
         self._last_token_meter_stats = None
         self._input_limit = InputLimit()
@@ -287,6 +294,8 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         self._reset_tool_names()
         self._harvest_tool_names()
         self._reset_compaction_state()
+        self._evidence_reads = {}  # what the ledger read of an edited message must not outlive the edit
+        self._pre_read(self.messages)
         self._measurement_stale = True  # the reading measured the history before the edit
 
     def _replaced(self, started: Decisions) -> bool:
@@ -306,7 +315,8 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         if working is None or self._replaced(started):
             return None
         working = self._repaired(working)
-        token_count, _source, _estimated, kind = self._measure_working_tokens(working, budget)
+        appended_only = self._view_cache.appended_only(working)
+        token_count, _source, _estimated, kind = self._measure_working_tokens(working, budget, appended_only)
         if self._hooks is not None:
             await self._emit("context:token_meter", dict(self._last_token_meter_stats or {}))
             if self._replaced(started):

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .calls import message_calls
+from .envelope import wrap
 from .estimate import seq_of
 from .tool_pairs import is_hook_injection
 
@@ -97,8 +98,7 @@ def replay_text(message: dict[str, Any]) -> str:
 def replay_message(text: str) -> dict[str, Any]:
     return {
         "role": "user",
-        "content": f'<system-reminder source="{REPLAY_ENVELOPE_SOURCE}">\n{_REPLAY_PREAMBLE}\n\n{text}\n'
-        "</system-reminder>",
+        "content": wrap(REPLAY_ENVELOPE_SOURCE, f"{_REPLAY_PREAMBLE}\n\n{text}"),  # the user's words end no envelope
         "metadata": {"source": REPLAY_ENVELOPE_SOURCE, "ephemeral": True},
     }
 

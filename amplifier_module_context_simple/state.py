@@ -98,6 +98,8 @@ NOT_SAVED: dict[str, str] = {
     "_repair_mirror": "cache (the repaired working list and its settled point, rebuilt on demand)",
     "_recall_mounted": "set by mount() when it mounts context_recall; a resumed session mounts it again",
     "_explicit_keys": "configuration bookkeeping (the keys the caller gave), not a decision about the history",
+    "_evidence_reads": "cache (the ledger's reading of each message, recomputed on demand)",
+    "_tail_scan": "cache (the hybrid tail's positions in the working list, read again on demand)",
     "_recall_texts": "cache (context_recall's searchable texts, rebuilt on demand)",
     "_ingress": "cache (clipped view copies of oversized tool results, a pure function of content and cap)",
     "_budget_reading": "this request's budget, recomputed on every request",

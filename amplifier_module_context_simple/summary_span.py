@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .calls import call_name, message_calls, stored_arguments
+from .envelope import wrap
 from .estimate import seq_of
 from .replay import is_real_user_message
 from .tool_pairs import tool_groups
@@ -205,7 +206,8 @@ def response_text(response: Any) -> str:
 
 
 def summary_content(text: str) -> str:
-    return f'<system-reminder source="{_SUMMARY_ENVELOPE_SOURCE}">\n{text}\n</system-reminder>'
+    """The summary as stored: in its envelope, which nothing the summarizer wrote can end."""
+    return wrap(_SUMMARY_ENVELOPE_SOURCE, text)
 
 
 def identity_key(message: Message) -> tuple[Any, str, Any]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .config import TOKEN_METER_ACTUAL, TOKEN_METER_HYBRID
-from .estimate import seq_of
+from .estimate import SEQ_KEY
 
 logger = logging.getLogger("amplifier_module_context_simple")
 Message = dict[str, Any]
@@ -87,15 +87,62 @@ def parse_usage(data: Any) -> UsageReading | None:
 def hybrid_tail(working: list[dict[str, Any]], anchor_seq: int) -> list[dict[str, Any]]:
     """The messages appended since the billed request: stored at or after ``anchor_seq``, and each
     message without a ``_seq`` (a synthetic result repair inserted) that follows one of those."""
-    tail = []
-    after = False
-    for message in working:
-        seq = seq_of(message)
-        if seq is not None:
-            after = seq >= anchor_seq
-        if after:
-            tail.append(message)
-    return tail
+    return TailScan().tail(working, anchor_seq, appended_only=False)
+
+
+class TailScan:
+    """:func:`hybrid_tail` of the request path, reading each working-list position once.
+
+    A working list grows by appends between requests (view_cache.py, repair_mirror.py), so the scan
+    resumes where the last one stopped. It remembers the positions in the tail, not the messages: a
+    clipped copy rebuilt in place (ingress.py) sits at the same position with the same ``_seq``. A new
+    anchor comes from an ``llm:response`` after the last scan, so every ``_seq`` read so far lies
+    before it and the tail starts within what is new. Anything else (another list, a shorter one,
+    repair moving earlier messages, an anchor that moved back) reads the whole list again.
+    """
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self._first: Message | None = None
+        self._length = 0  # positions read: working[:length], which ended with _last
+        self._last: Message | None = None
+        self._anchor: int | None = None
+        self._after = False  # the last stamped message read was at or after the anchor
+        self._positions: list[int] = []  # of the tail within working[:length]
+        self._max_seq = -1
+
+    def tail(self, working: list[Message], anchor_seq: int, appended_only: bool) -> list[Message]:
+        """The tail of ``working`` for ``anchor_seq``; ``appended_only``: view repair changed nothing
+        before the end of the last working list, so ``working`` is that list plus appends if it ends
+        the old length with the same message."""
+        if not self._continues(working, anchor_seq, appended_only):
+            self.reset()
+            self._first = working[0] if working else None
+        elif anchor_seq != self._anchor:
+            self._after, self._positions = False, []  # every _seq read so far is below the new anchor
+        self._anchor = anchor_seq
+        after, positions, max_seq = self._after, self._positions, self._max_seq
+        for index in range(self._length, len(working)):
+            metadata = working[index].get("metadata")  # seq_of, inlined: the first scan reads everything
+            seq = metadata.get(SEQ_KEY) if isinstance(metadata, dict) else None
+            if isinstance(seq, int) and not isinstance(seq, bool):
+                after = seq >= anchor_seq
+                max_seq = max(max_seq, seq)
+            if after:
+                positions.append(index)
+        self._after, self._max_seq, self._length = after, max_seq, len(working)
+        self._last = working[-1] if working else None
+        return [working[index] for index in positions]
+
+    def _continues(self, working: list[Message], anchor_seq: int, appended_only: bool) -> bool:
+        n = self._length
+        if not appended_only or not working or n == 0 or n > len(working):
+            return False
+        if working[0] is not self._first or working[n - 1] is not self._last:
+            return False
+        return anchor_seq == self._anchor or anchor_seq > self._max_seq
 
 
 def measure_hybrid(
@@ -105,6 +152,7 @@ def measure_hybrid(
     anchor_seq: int | None,
     anchor_estimate: int | None,
     count: Callable[[dict[str, Any]], int],
+    tail_of: Callable[[list[dict[str, Any]], int], list[dict[str, Any]]] = hybrid_tail,
 ) -> HybridCount:
     """Anchor (last billed total) plus the estimate of messages appended since that request.
 
@@ -115,7 +163,7 @@ def measure_hybrid(
         return HybridCount(0, METER_KIND_NONE, False, 0, 0, "no_messages")
     if anchor is None or anchor_seq is None:  # never measured, or invalidated by set_messages()
         return HybridCount(estimated, METER_KIND_ESTIMATED, False, None, None, "no_anchor")
-    tail = hybrid_tail(working, anchor_seq)
+    tail = tail_of(working, anchor_seq)
     tail_tokens = sum(count(m) for m in tail)
     if anchor <= 0:
         return HybridCount(estimated, METER_KIND_ESTIMATED, True, tail_tokens, len(tail), "anchor_non_positive")
@@ -175,10 +223,17 @@ class TokenMeterMixin:
         """The last reading, unless ``set_messages()`` replaced the history it measured."""
         return None if self._measurement_stale else self._last_measured_prompt_tokens
 
-    def _measure_working_tokens(self, working: list[Message], budget: int | None = None) -> tuple[int, str, int, str]:
-        """Compute all three meters, store the stats; return (count, source, estimate, kind)."""
-        estimated = self._counts().total_extending(working)
-        hybrid = self._measure_hybrid(working, estimated)
+    def _measure_working_tokens(
+        self, working: list[Message], budget: int | None = None, appended_only: bool = False
+    ) -> tuple[int, str, int, str]:
+        """Compute all three meters, store the stats; return (count, source, estimate, kind).
+
+        ``appended_only``: view repair rewrote nothing of the last working list (the request path says
+        so); then the estimate and the hybrid tail read only what was appended since the last request.
+        """
+        counts = self._counts()
+        estimated = counts.total_extending(working) if appended_only else counts.total(working)
+        hybrid = self._measure_hybrid(working, estimated, appended_only)
         measured = self._last_measured_prompt_tokens  # reported as is; it drives nothing once stale
         valid = self._valid_measurement()
         if self.token_meter == TOKEN_METER_ACTUAL and valid is not None:
@@ -202,7 +257,7 @@ class TokenMeterMixin:
         )
         return used, source, estimated, kind
 
-    def _measure_hybrid(self, working: list[Message], estimated: int | None = None) -> Any:
+    def _measure_hybrid(self, working: list[Message], estimated: int | None = None, appended_only: bool = False) -> Any:
         if estimated is None:
             estimated = self._counts().total(working)
         hybrid = measure_hybrid(
@@ -212,6 +267,7 @@ class TokenMeterMixin:
             self._anchor_seq,
             self._anchor_estimate,
             self._counts().count,
+            lambda messages, anchor_seq: self._tail_scan.tail(messages, anchor_seq, appended_only),
         )
         self._last_hybrid_tokens, self._last_hybrid_kind = hybrid.tokens, hybrid.kind
         self._last_hybrid_anchored = hybrid.anchored_tokens

@@ -188,6 +188,11 @@ class ViewCache:
         self._request = (repaired, rewritten)
         return repaired
 
+    def appended_only(self, working: list[Message]) -> bool:
+        """View repair rewrote nothing of the last working list before its end in this request's
+        ``working`` (a reader of the list may then resume where it stopped, checking identities)."""
+        return self._request is not None and self._request[0] is working and not self._request[1]
+
     def shared(self) -> bool:
         """Another request received a working list and has not returned (it may still read it)."""
         return self._open > 1

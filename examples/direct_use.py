@@ -1,5 +1,6 @@
 """SimpleContextManager without a session: `uv run python examples/direct_use.py` (tests/test_examples.py runs it)."""
 
+import argparse
 import asyncio
 
 from amplifier_module_context_simple import SimpleContextManager
@@ -23,4 +24,5 @@ async def main() -> list[dict]:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__).parse_args()  # --help; the example takes no options
     asyncio.run(main())

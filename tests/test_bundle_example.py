@@ -95,3 +95,28 @@ def test_no_example_suggests_a_source_that_installs_the_original():
         assert "source: git+https://..." not in text, path.name
         sources = re.findall(r"source:\s*(\S+)", text)
         assert not [s for s in sources if ORIGINAL_URL in s], f"{path.name} points at the original: {sources}"
+
+
+def readme_bundle() -> dict[str, Any]:
+    """The README's bundle block (issue 31 point 6: a complete bundle, with `preset`)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    (block,) = [b for b in re.findall(r"```yaml\n(.*?)```", text, flags=re.DOTALL) if b.startswith("---")]
+    bundle, instruction = frontmatter(block)
+    assert bundle["bundle"]["name"] and instruction.strip()
+    return bundle
+
+
+@pytest.mark.asyncio
+async def test_the_readme_bundle_is_complete_mounts_without_a_warning_and_is_the_example(caplog):
+    shown = readme_bundle()
+    config = assert_complete(shown)
+    assert config.get("preset") == "evidence"
+    await assert_mounts_without_warning(config, caplog)
+    example, _ = frontmatter(BUNDLE_FILE.read_text(encoding="utf-8"))
+    for part in ("orchestrator", "context"):
+        for key in ("module", "source"):
+            assert shown["session"][part][key] == example["session"][part][key]
+    assert config.items() <= example["session"]["context"]["config"].items()
+    assert [(p["module"], p["source"]) for p in shown["providers"]] == [
+        (p["module"], p["source"]) for p in example["providers"]
+    ]

@@ -392,13 +392,18 @@ def test_the_event_names_import_without_side_effects():
     assert done.stdout.strip() == str(len(package.CONTEXT_EVENTS))
 
 
-# ----- the README's table -------------------------------------------------------------------------------
+# ----- the tables of keys ------------------------------------------------------------------------------
 
 
-def test_the_readme_table_has_a_row_for_every_key():
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text[text.index("## Configuration") :]
-    section = section[: section.index("\n## ", 1)]
-    missing = [key for key in DEFAULTS if f"| `{key}` |" not in section]
+def test_the_key_table_has_a_row_for_every_key_and_the_readme_states_the_rule():
+    """Every key has its row in docs/configuration-checks.md's "Every key" table (the README's short table
+    groups them: tests/test_docs_counts.py), and the README states the rule for numbers written as strings."""
+    text = (ROOT / "docs" / "configuration-checks.md").read_text(encoding="utf-8")
+    table = text[text.index("## Every key") :]
+    table = table[: table.index("\n## ", 1)]
+    missing = [key for key in DEFAULTS if f"| `{key}` |" not in table]
     assert missing == []
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Configuration") :]
+    section = section[: section.index("\n## ", 1)]
     assert "a string that reads as a finite number" in " ".join(section.lower().split())

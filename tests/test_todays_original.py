@@ -165,6 +165,51 @@ def test_clipping_never_cuts_a_character_and_never_exceeds_the_cap():
 
 
 @pytest.mark.asyncio
+@pytest.mark.parametrize("cap", [1, 64, 150, 255])
+async def test_a_cap_too_small_for_the_marker_warns_and_uses_the_smallest_workable_cap(cap, caplog):
+    """Cap 64 turned a 100-byte result into 131 bytes, cap 150 showed none of the text (issue 30,
+    point 13). Today's original refuses caps below its marker; here they warn and run at 256 bytes."""
+    coordinator = MockCoordinator()
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        await mount(coordinator, {"max_tool_result_bytes": cap, "max_tokens": 10_000_000})
+    said = [r.getMessage() for r in caplog.records if f"max_tool_result_bytes={cap}" in r.getMessage()]
+    assert len(said) == 1 and "256" in said[0], [r.getMessage() for r in caplog.records]
+    context = coordinator.get("context")
+    assert context.max_tool_result_bytes == 256
+    short, long = "r" * 100, "0123456789" * 100
+    await add_all(context, [*big_session(short), user("and the other"), asst_calls("c2"), result("c2", long)])
+    view = await context.get_messages_for_request()
+    results = [m["content"] for m in view if m["role"] == "tool"]
+    assert results[0] == short  # within the working cap: sent whole
+    shown = results[1].split("\n[... tool result")[0]
+    assert len(results[1].encode("utf-8")) <= 256 and long.startswith(shown) and len(shown) >= 64
+    context.max_tool_result_bytes = cap  # a live assignment takes the same rule
+    assert context.max_tool_result_bytes == 256
+
+
+def test_every_clip_is_within_its_cap_and_shows_text():
+    """From the smallest workable cap up, any text: the clipped result, marker included, fits the cap
+    and keeps the text's first bytes; below it, the pure function refuses the cap."""
+    from amplifier_module_context_simple.config import MIN_TOOL_RESULT_BYTES
+    from amplifier_module_context_simple.ingress import MIN_TEXT_BYTES
+
+    texts = ("a" * 5000, "日本語" * 2000, "🙂" * 1500, "ab🙂\n" * 1000, "x" * 300)
+    for cap in [*range(MIN_TOOL_RESULT_BYTES, MIN_TOOL_RESULT_BYTES + 40), 300, 511, 1000, 4099]:
+        for text in texts:
+            clip = clip_tool_result({"role": "tool", "content": text}, cap)
+            if clip is None:
+                assert len(text.encode("utf-8")) <= cap
+                continue
+            clipped = clip.message["content"]
+            head = clipped.split("\n[... tool result")[0]
+            assert len(clipped.encode("utf-8")) <= cap and text.startswith(head), (cap, text[:5])
+            assert len(head.encode("utf-8")) >= MIN_TEXT_BYTES - 3 and clip.kept_bytes == len(head.encode("utf-8"))
+    assert MIN_TEXT_BYTES >= 64
+    with pytest.raises(ValueError, match="below 256"):
+        clip_tool_result({"role": "tool", "content": "x" * 500}, 150)
+
+
+@pytest.mark.asyncio
 async def test_a_spill_file_of_a_clipped_result_holds_the_full_text(tmp_path):
     content = "0123456789abcdef\n" * 20_000  # 340 KB
     context = SimpleContextManager(

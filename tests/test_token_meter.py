@@ -15,17 +15,22 @@ import copy
 import hashlib
 import json
 import logging
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
 from amplifier_core.testing import MockCoordinator
 
+import amplifier_module_context_simple
 from amplifier_module_context_simple import SimpleContextManager, mount
 from amplifier_module_context_simple.estimate import estimate_tokens, wire_form
 from amplifier_module_context_simple.token_meter import parse_usage
 from tests.conftest import (
+    FIXED_TIMESTAMP,
     WORKLOADS,
+    WORKLOADS_DIR,
     EventLog,
     assert_extends,
     asst,
@@ -41,6 +46,7 @@ from tests.conftest import (
 )
 from tests.regen_golden import golden_key, load_golden
 
+Message = dict[str, Any]
 MODES = ("estimate", "actual", "hybrid")
 STATS_KEYS = set(  # the spec's keys (upstream-behaviour section 7); more may follow
     "mode source kind used_tokens estimated_tokens measured_tokens hybrid_tokens hybrid_kind anchor_tokens "
@@ -652,3 +658,132 @@ async def test_hybrid_tail_counts_the_synthetic_results_repair_inserts():
     assert stats["tail_messages"] == len(view) - 1 == 42
     assert stats["tail_estimated_tokens"] == estimate_tokens(view[1:])
     assert stats["hybrid_tokens"] == 1_000 + estimate_tokens(view[1:]) and stats["hybrid_kind"] == "usage"
+
+
+# ----- the request path follows what was appended, usage events included (issue 30, point 12) ------
+
+
+PACKAGE_DIR = str(Path(amplifier_module_context_simple.__file__).parent)
+
+
+async def _lines_run(awaitable: Any) -> int:
+    """Lines of the package's code executed while ``awaitable`` runs (a measure of work, not time)."""
+    executed = 0
+
+    def local(frame: Any, event: str, arg: Any) -> Any:
+        nonlocal executed
+        executed += event == "line"
+        return local
+
+    def global_trace(frame: Any, event: str, arg: Any) -> Any:
+        return local if frame.f_code.co_filename.startswith(PACKAGE_DIR) else None
+
+    sys.settrace(global_trace)
+    try:
+        await awaitable
+    finally:
+        sys.settrace(None)
+    return executed
+
+
+async def _steady_request_lines(mode: str, size: int, budget: int) -> int:
+    """A session of ``size`` real messages with the provider's usage after every request (as every
+    mounted session receives it): the lines one steady request runs, a message after the last."""
+    from evaluation.benchmarks.bench_scale import build_session
+
+    messages = build_session(size + 4)
+    ctx = SimpleContextManager(token_meter=mode)
+    for message in messages[:size]:
+        await ctx.add_message(message)
+
+    async def request() -> None:
+        await ctx.get_messages_for_request(token_budget=budget)
+        await ctx._on_llm_response("llm:response", {"usage": {"input_tokens": ctx._last_sent_estimate}})
+
+    await request()
+    for message in messages[size : size + 3]:  # the boundary's aftermath: one more rebuild, then extends
+        await ctx.add_message(message)
+        await request()
+    stats = ctx._last_compaction_stats
+    await ctx.add_message(messages[size + 3])
+    lines = await _lines_run(request())
+    assert ctx._last_compaction_stats is stats, "the timed request must not be a compaction boundary"
+    return lines
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("budget", [10**9, 150_000], ids=["fits", "compacting"])
+async def test_request_with_usage_events_reads_what_was_appended(mode, budget):
+    """With usage events flowing, the hybrid tail (computed in every mode, for the stats) was found by
+    reading the whole working list on every request: 13x the time at 20k messages as at 1k. The work
+    of one steady request is now the same at 2,000 messages as at 500 (bench_scale: usage+ arms)."""
+    small = await _steady_request_lines(mode, 500, budget)
+    large = await _steady_request_lines(mode, 2_000, budget)
+    assert large <= small * 1.2 + 200, (small, large)
+
+
+def _reference_tail(working: list[Message], anchor_seq: int) -> list[Message]:
+    """The tail as defined: each message stored at or after the anchor, and each unstamped one (a
+    stand-in result from repair) following one of those; read from the start."""
+    tail, after = [], False
+    for message in working:
+        seq = (message.get("metadata") or {}).get("_seq")
+        if seq is not None:
+            after = seq >= anchor_seq
+        if after:
+            tail.append(message)
+    return tail
+
+
+LATE = "still there?"
+
+
+def _late_results(messages: list[Message], every: int = 3) -> list[Message]:
+    """Every ``every``-th single-result tool group with a user message between the call and its
+    result (a late result: view repair sends a stand-in first, then moves the real result back to its
+    call, rewriting earlier positions of the working list)."""
+    out, groups = [], 0
+    for index, message in enumerate(messages):
+        late = message.get("role") == "tool" and messages[index - 1].get("tool_calls")
+        if late and (groups := groups + 1) % every == 0:
+            out.append({"role": "user", "content": LATE, "metadata": {"timestamp": FIXED_TIMESTAMP}})
+        out.append(message)
+    return out
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("variant", ["shaped", "late_results"])
+async def test_incremental_hybrid_tail_equals_the_full_scan(monkeypatch, variant):
+    """Read incrementally, the tail is the one a full scan of the same working list finds, on every
+    request of a replay with usage events, hook injections moved by repair, late results, a resume."""
+    from amplifier_module_context_simple.token_meter import TailScan  # new with the incremental read
+    from evaluation.shaped import shape
+
+    checked = []
+    incremental = TailScan.tail
+
+    def compared(self: Any, working: list[Message], anchor_seq: int, appended_only: bool) -> list[Message]:
+        tail = incremental(self, working, anchor_seq, appended_only)
+        full = _reference_tail(working, anchor_seq)
+        assert len(tail) == len(full) and all(a is b for a, b in zip(tail, full, strict=True)), len(checked)
+        checked.append(appended_only)
+        return tail
+
+    monkeypatch.setattr(TailScan, "tail", compared)
+    messages = load_transcript(WORKLOADS_DIR / "msa__pr814__deepseek_bench1__django__django-13401.jsonl")
+    messages = shape(messages, seed=3) if variant == "shaped" else _late_results(messages)
+    ctx = SimpleContextManager(token_meter="hybrid")
+
+    async def usage(request: Any, ctx: SimpleContextManager) -> None:
+        await ctx._on_llm_response("llm:response", {"usage": {"input_tokens": ctx._last_sent_estimate}})
+
+    budget = estimated_size(messages) // 3
+    for index, message in enumerate(messages):
+        if index == len(messages) // 2:
+            await ctx.set_messages(copy.deepcopy(ctx.messages))  # a resume: the scan starts over
+        if message.get("role") == "assistant" or messages[index - 1].get("content") == LATE:
+            await ctx.get_messages_for_request(token_budget=budget)
+            await ctx._on_llm_response("llm:response", {"usage": {"input_tokens": ctx._last_sent_estimate}})
+        await ctx.add_message(message)
+    assert len(checked) > 20 and sum(checked) > len(checked) // 2, (len(checked), sum(checked))

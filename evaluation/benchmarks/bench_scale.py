@@ -7,7 +7,10 @@ in three arms: `fits` (budget far above the history: no compaction, the view is 
 `compacting` (a 150k-token budget: sticky decisions replayed on every request) and
 `compacting+factory` (the same with a system prompt factory, as Amplifier sessions run), and
 `shaped+fits` / `shaped+compacting`: the same session as an Amplifier host stores it
-(evaluation/shaped.py: system-role hook injections, half of them inside tool groups). The first
+(evaluation/shaped.py: system-role hook injections, half of them inside tool groups), and
+`usage+estimate` / `usage+actual` / `usage+hybrid`: the compacting arm in each meter mode with the
+provider's usage flowing (an `llm:response` with usage after every request, as every mounted session
+receives; its input tokens are the estimate of the view sent). The first
 request at each checkpoint (a compaction boundary after the bulk add) is reported apart. The slope is
 a least-squares fit of milliseconds against thousands of messages; `x20k/1k` is the median at 20k
 over the median at 1k, in the same run. Memory (`tracemalloc`, a separate pass since tracing slows
@@ -17,8 +20,9 @@ calls), per arm: bytes per message of the stored history alone, and retained aft
 20 MB result: one user turn, one call and a single-line 20 MB result; first and repeated requests
 per token counter, with and without spill, time and tracemalloc peak above the stored history.
 
-Run: `uv run python -m evaluation.benchmarks.bench_scale` (`--quick` stops at 20k; `--profile` prints the
-top functions of a 50k compacting request under cProfile; `--workload PATH` picks the sessions).
+Run: `uv run python -m evaluation.benchmarks.bench_scale` (`--quick` stops at 20k; `--arm NAME` runs only the
+named arms; `--profile` prints the top functions of a 50k compacting request under cProfile; `--workload PATH`
+picks the sessions).
 Output also goes to `evaluation/out/bench_scale.json` (`--out FILE`).
 """
 
@@ -57,7 +61,11 @@ ARMS = {
     "compacting+factory": 150_000,
     "shaped+fits": 10**9,  # Amplifier-shaped (evaluation/shaped.py): hook injections inside tool groups
     "shaped+compacting": 150_000,
+    "usage+estimate": 150_000,  # usage events flowing, in each meter mode
+    "usage+actual": 150_000,
+    "usage+hybrid": 150_000,
 }
+USAGE_PREFIX = "usage+"
 PROMPT = "You are a careful software engineer. Read before you write; run the tests you touch."
 BIG = 20_000_000
 Message = dict[str, Any]
@@ -104,6 +112,8 @@ def slope(points: list[tuple[int, float]]) -> float:
 
 async def manager(arm: str, messages: list[Message]) -> tuple[SimpleContextManager, list[Message]]:
     """The arm's manager and the messages to add."""
+    if arm.startswith(USAGE_PREFIX):
+        return SimpleContextManager(token_meter=arm.removeprefix(USAGE_PREFIX)), messages
     ctx = SimpleContextManager()
     if arm.startswith("shaped+"):
         return ctx, shape(messages, seed=1)[: len(messages)]
@@ -117,23 +127,30 @@ async def manager(arm: str, messages: list[Message]) -> tuple[SimpleContextManag
     return ctx, messages
 
 
+async def request(ctx: SimpleContextManager, arm: str) -> list[Message]:
+    """One request; in a usage arm, followed by the provider's usage as a mounted session receives it."""
+    view = await ctx.get_messages_for_request(token_budget=ARMS[arm])
+    if arm.startswith(USAGE_PREFIX):
+        await ctx._on_llm_response("llm:response", {"usage": {"input_tokens": ctx._last_sent_estimate}})
+    return view
+
+
 async def time_arm(arm: str, messages: list[Message], checkpoints: tuple[int, ...]) -> dict[str, Any]:
     """Per checkpoint: the boundary request after the bulk add, then steady-state requests."""
-    budget = ARMS[arm]
     ctx, messages = await manager(arm, messages)
     rows, added = [], 0
     for n in checkpoints:
         await add_range(ctx, messages, added, n - TIMED_REQUESTS)
         added = n - TIMED_REQUESTS
         start = time.perf_counter()
-        await ctx.get_messages_for_request(token_budget=budget)
+        await request(ctx, arm)
         first_ms = (time.perf_counter() - start) * 1_000
         timings = []
         for _ in range(TIMED_REQUESTS):
             await add_range(ctx, messages, added, added + 1)
             added += 1
             start = time.perf_counter()
-            view = await ctx.get_messages_for_request(token_budget=budget)
+            view = await request(ctx, arm)
             timings.append((time.perf_counter() - start) * 1_000)
         rows.append(
             {
@@ -155,17 +172,16 @@ async def time_arm(arm: str, messages: list[Message], checkpoints: tuple[int, ..
 
 async def memory_pass(arm: str, messages: list[Message]) -> dict[str, float]:
     """tracemalloc: the stored history, then everything retained after a long session (MB, bytes/message)."""
-    budget = ARMS[arm]
     ctx, messages = await manager(arm, messages)
     tracemalloc.start()
     base = tracemalloc.get_traced_memory()[0]
     await add_range(ctx, messages, 0, len(messages) - TIMED_REQUESTS)
     history = tracemalloc.get_traced_memory()[0] - base
-    await ctx.get_messages_for_request(token_budget=budget)  # the boundary: builds the caches
+    await request(ctx, arm)  # the boundary: builds the caches
     tracemalloc.reset_peak()
     for index in range(len(messages) - TIMED_REQUESTS, len(messages)):
         await add_range(ctx, messages, index, index + 1)
-        await ctx.get_messages_for_request(token_budget=budget)
+        await request(ctx, arm)
     current, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     retained, n = current - base, len(messages)
@@ -269,6 +285,9 @@ def print_report(report: dict[str, Any]) -> None:
                 f"{r['messages']:>9,} {r['view_messages']:>7,} {r['first_request_ms']:>9} "
                 f"{r['median_ms']:>10} {r['p90_ms']:>8} {r['sticky_level']:>6}"
             )
+    print("\nmedian at 20k / at 1k, per arm (this run):")
+    for arm, data in report["session"].items():
+        print(f"  {arm:20} {data['x20k_over_1k']}x")
     print("\nmemory after the whole session (tracemalloc):")
     for arm, row in report["memory"].items():
         print(f"  {arm:20} {json.dumps(row)}")
@@ -277,13 +296,16 @@ def print_report(report: dict[str, Any]) -> None:
         print(f"  {name:15} {json.dumps(row)}")
 
 
-async def main_async(quick: bool, profile: bool, paths: list[str] | None = None) -> dict[str, Any]:
+async def main_async(
+    quick: bool, profile: bool, paths: list[str] | None = None, arms: list[str] | None = None
+) -> dict[str, Any]:
     checkpoints = tuple(n for n in CHECKPOINTS if not quick or n <= 20_000)
     messages = build_session(checkpoints[-1], paths)
-    session = {arm: await time_arm(arm, messages, checkpoints) for arm in ARMS}
+    arms = arms or list(ARMS)
+    session = {arm: await time_arm(arm, messages, checkpoints) for arm in arms}
     report = {
         "session": session,
-        "memory": {arm: await memory_pass(arm, messages) for arm in ARMS},
+        "memory": {arm: await memory_pass(arm, messages) for arm in arms},
         "huge_result": await huge_result(),
     }
     print_report(report)
@@ -299,17 +321,21 @@ def main(argv: list[str] | None = None) -> int:
     p = cli.Parser(PROG, __doc__)
     p.add_argument("--quick", action="store_true", help="stop at 20k messages")
     p.add_argument("--profile", action="store_true", help="cProfile steady-state requests at the largest size")
+    p.add_argument("--arm", action="append", default=[], metavar="NAME", help="run only this arm; repeatable")
     cli.add_workload(p, "tests/data/workloads")
     cli.add_out(p, OUT, "the JSON file written")
     return cli.guard(PROG, lambda: _run(p.parse_args(sys.argv[1:] if argv is None else argv)))
 
 
 def _run(args: argparse.Namespace) -> int:
+    for arm in args.arm:
+        if arm not in ARMS:
+            raise cli.unknown("arm", arm, ARMS)
     load_sessions(args.workload)  # every file checked before the work
     args.out.parent.mkdir(parents=True, exist_ok=True)
     cli.check_new_file("--out", args.out)
     logging.getLogger("amplifier_module_context_simple").setLevel(logging.ERROR)
-    report = asyncio.run(main_async(args.quick, args.profile, args.workload))
+    report = asyncio.run(main_async(args.quick, args.profile, args.workload, args.arm))
     args.out.write_text(json.dumps(report, indent=2))
     print(f"\nwrote {args.out}")
     return 0
