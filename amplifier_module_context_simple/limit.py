@@ -12,7 +12,10 @@ never sees (tool schemas, a host's reminders). :class:`ProviderCount` predicts t
 the readings of the views sent before (``llm:response`` usage, recorded in every meter mode):
 ``offset + rate * count``, the rate the readings' median ratio, the offset the largest any reading needs on
 top, so a fixed amount (schemas) and a tokenizer that counts more than the module (code, numbers) are both
-covered. With no reading yet, the provider's count is taken to be the module's. A view must stay
+covered. With no reading yet (a session's first request, a resumed one), the provider is taken to count
+``PRIOR_RATE`` times the module plus ``PRIOR_OFFSET``: under Amplifier's orchestrators the module's
+four-characters-a-token estimate ran 1.15-1.3x low on dense views and the host added 540-800 tokens
+(tool schemas, reminders) the module never sees. A view must stay
 ``SAFETY_MARGIN_TOKENS`` (at most an eighth of the limit) under the limit in that prediction: what was
 appended since the last reading may count more than the view it measured.
 """
@@ -28,6 +31,8 @@ READINGS = 8  # the readings the line is drawn through
 MAX_RATE = 4.0  # a rate beyond these is a reading of another view, not a tokenizer
 MIN_RATE = 0.5
 MIN_READING = 1_000  # a smaller view's reading says more about fixed overheads than about a rate
+PRIOR_RATE = 1.25  # before any reading: the provider's tokenizer counts a quarter more than the module
+PRIOR_OFFSET = 800  # and the host sends this much the module never sees
 
 
 def input_limit(reading: Any) -> int | None:
@@ -64,7 +69,7 @@ class ProviderCount:
         ``count``. The rate is the readings' median ratio; the offset is the largest any reading needs on top
         of it (tool schemas, a host's reminders), so every reading is covered."""
         if not self.readings:
-            return 1.0, 0
+            return PRIOR_RATE, PRIOR_OFFSET
         ratios = sorted(measured / counted for counted, measured in self.readings)
         rate = min(MAX_RATE, max(MIN_RATE, ratios[len(ratios) // 2]))
         return rate, max(int(measured - rate * counted) for counted, measured in self.readings)

@@ -150,10 +150,11 @@ async def test_a_view_under_the_limit_is_never_clipped():
 
 
 def test_the_provider_count_covers_every_reading():
-    from amplifier_module_context_simple.limit import ProviderCount
+    from amplifier_module_context_simple.limit import PRIOR_OFFSET, PRIOR_RATE, ProviderCount
 
     counted = ProviderCount()
-    assert counted.largest_count(36_000) == 36_000  # no reading: the module's own count
+    prior = int((36_000 - PRIOR_OFFSET) / PRIOR_RATE)
+    assert counted.largest_count(36_000) == prior  # no reading: a count a quarter over the module's, and more
     readings = [(4_000, 9_000), (10_000, 17_000), (16_000, 25_000)]  # 5,000 of schemas, then 1.25 a token
     for events, (module, provider) in enumerate(readings, start=1):
         counted.note(events, provider, module)
@@ -162,6 +163,44 @@ def test_the_provider_count_covers_every_reading():
     assert all(offset + rate * module >= provider for module, provider in readings)
     largest = counted.largest_count(31_904)
     assert offset + rate * largest <= 31_904 < offset + rate * (largest + 2)
+
+
+# ----- a host's provider: another tokenizer, and what the module never sees -------------------------
+
+
+class HostProvider(WindowProvider):
+    """As measured under loop-basic and loop-streaming: the provider counts 1.25x the module's estimate on
+    dense views, plus 700 tokens of tool schemas and reminders that the module never sees."""
+
+    def count(self, view: list[Message]) -> int:
+        return int(estimate_tokens(view) * 1.25) + 700
+
+
+@pytest.mark.asyncio
+async def test_before_any_usage_reading_a_resumed_session_keeps_a_margin():
+    # A resumed session's first request carries ~30,000 of the module's tokens: under the trigger of the
+    # budget the window gives (33,904), but the host's provider counts ~38,200, past the limit of 36,000.
+    # Taking the provider's count as the module's (no reading yet) sends it, and the provider rejects it.
+    ctx, provider = SimpleContextManager(), HostProvider()
+    history = [system("You are a careful engineer."), user("Go on with the audit.")]
+    for index in range(6):
+        history += [asst_calls(f"r{index}"), result(f"r{index}", chars(4_600))]
+    await ctx.set_messages([stamped(m) for m in history])
+    view = await request(ctx, provider)
+    assert 28_500 < estimate_tokens(history) < 31_000
+    assert provider.count(view) <= LIMIT
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("config", [{}, {"token_meter": "actual"}, {"preset": "evidence"}])
+async def test_the_host_provider_never_sees_a_view_past_the_limit(caplog, config):
+    # The tight session with the window's own budget (no max_tokens: its trigger, ~31,000 of the module's
+    # tokens, is past the limit in the host provider's count): once readings come, the calibrated limit
+    # holds every request under 36,000, and before the first one the prior margin does.
+    from tests.test_protect_in_tokens import tight_replay
+
+    seen = await tight_replay(caplog, provider=HostProvider(), max_tokens=None, **config)
+    assert seen["requests"] > 90 and seen["largest"] <= LIMIT
 
 
 # ----- point 2: the warning names the largest part --------------------------------------------

@@ -109,9 +109,10 @@ def bill(previous: list[Message] | None, view: list[Message]) -> float:
     )
 
 
-async def tight_replay(caplog: Any, **config: Any) -> dict[str, Any]:
-    """The tight session through one configuration: boundaries, bill, the largest provider count, warnings."""
-    ctx, provider = SimpleContextManager(max_tokens=20_000, **config), WindowProvider()
+async def tight_replay(caplog: Any, provider: Any = None, **config: Any) -> dict[str, Any]:
+    """The tight session through one configuration (``max_tokens: 20000`` unless given): boundaries, bill,
+    the largest provider count, warnings."""
+    ctx, provider = SimpleContextManager(**{"max_tokens": 20_000, **config}), provider or WindowProvider()
     seen: dict[str, Any] = {"requests": 0, "boundaries": 0, "bill": 0.0, "largest": 0}
     previous: list[Message] | None = None
     caplog.clear()
