@@ -80,6 +80,21 @@ async def test_protections_in_tokens_reach_the_target_where_counted_ones_cannot(
     assert (body <= target, len(whole)) == ((True, 1) if in_tokens else (False, 2))
 
 
+@pytest.mark.asyncio
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+async def test_every_preset_keeps_only_the_newest_huge_result_whole(preset):
+    # Old code: evidence and evidence_lean protect the last 5 results in messages: two of the ~6,800-token
+    # results stay whole and the view ends at ~14,600 of a 20,000 budget, far over their targets
+    # (evidence_balanced protects one result, and held already). In tokens only the newest stays whole.
+    ctx = SimpleContextManager(preset=preset)
+    for message in huge_recent_results():
+        await ctx.add_message(stamped(message))
+    view = await ctx.get_messages_for_request(token_budget=20_000)
+    body = estimate_tokens([m for m in view if not is_ephemeral(m)])
+    whole = [m for m in view if m.get("role") == "tool" and m["content"] == "x = read(buf)\n" * 1_800]
+    assert [m["tool_call_id"] for m in whole] == ["r4"] and body < 10_000
+
+
 # ----- point 4: the tight window -----------------------------------------------------------------
 
 
@@ -150,3 +165,26 @@ async def test_the_tight_window_with_the_evidence_preset(caplog):
 async def test_the_tight_window_never_passes_the_input_limit(caplog):
     for config in ({}, {"token_meter": "actual"}, {"preset": "evidence_balanced"}):
         assert (await tight_replay(caplog, **config))["largest"] <= LIMIT, config
+
+
+@pytest.mark.asyncio
+async def test_a_boundary_that_leaves_room_for_the_next_result_fires_fewer_boundaries(caplog, monkeypatch):
+    # Point 4 alone: the same preset with and without the rung's room goal (the view under the trigger by
+    # the mean of the last results). With room the large results that follow find space more often: fewer
+    # boundaries over the session and a lower bill. (Old code had no room goal; its boundaries and bill are
+    # those of test_the_tight_window_with_the_evidence_preset's counted protections.)
+    import dataclasses
+
+    from amplifier_module_context_simple import manager
+
+    with_room = await tight_replay(caplog, preset="evidence_balanced")
+    settings = manager.floor_settings
+
+    def no_room(*args: Any) -> Any:
+        protections, goals = settings(*args)
+        return protections, dataclasses.replace(goals, room=None)
+
+    monkeypatch.setattr(manager, "floor_settings", no_room)
+    without = await tight_replay(caplog, preset="evidence_balanced")
+    assert with_room["boundaries"] < without["boundaries"] and with_room["bill"] < without["bill"]
+    assert with_room["over_budget"] == without["over_budget"] == 0
