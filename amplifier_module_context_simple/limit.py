@@ -74,6 +74,14 @@ class ProviderCount:
         rate = min(MAX_RATE, max(MIN_RATE, ratios[len(ratios) // 2]))
         return rate, max(int(measured - rate * counted) for counted, measured in self.readings)
 
+    def saved(self) -> dict[str, Any]:
+        """The readings as ``snapshot_state`` keeps them: a resumed session predicts as the original did."""
+        return {"events": self._events, "pairs": [list(pair) for pair in self.readings]}
+
+    def restore(self, saved: dict[str, Any]) -> None:
+        self._events = saved["events"]
+        self.readings = deque((tuple(pair) for pair in saved["pairs"]), maxlen=READINGS)
+
     def largest_count(self, ceiling: int) -> int:
         """The largest module count whose predicted provider count stays within ``ceiling``."""
         rate, offset = self.fit()

@@ -510,6 +510,15 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         meter = (self._usage_events, self._last_measured_prompt_tokens, self._anchor_estimate)
         return self._input_limit.goal(self._budget_reading, *meter, tail)
 
+    @property
+    def _input_readings(self) -> dict[str, Any]:
+        """The input limit's readings, as ``snapshot_state`` keeps them (state.py)."""
+        return self._input_limit.count.saved()
+
+    @_input_readings.setter
+    def _input_readings(self, saved: dict[str, Any]) -> None:
+        self._input_limit.count.restore(saved)
+
     def _past_limit(self, count: int) -> bool:
         goal = self._limit_goal()
         return goal is not None and count > goal

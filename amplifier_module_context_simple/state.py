@@ -24,6 +24,7 @@ from . import ledger
 from .estimate import SEQ_KEY, seq_of
 from .floor import YIELD_KINDS
 from .ladder import kept_whole
+from .limit import READINGS
 from .repair import tool_call_ids
 from .replay import is_real_user_message
 from .token_meter import METER_KIND_ESTIMATED, METER_KIND_NONE, METER_KIND_USAGE
@@ -64,6 +65,7 @@ FIELDS: tuple[Field, ...] = (
     Field("meter", "last_hybrid_kind", "_last_hybrid_kind", "opt_kind"),
     Field("meter", "last_hybrid_anchored", "_last_hybrid_anchored", "opt_count"),
     Field("meter", "usage_events", "_usage_events", "count"),
+    Field("meter", "input_readings", "_input_readings", "readings"),
     Field("meter", "cache_read_total", "_cache_read_total", "count"),
     Field("meter", "cache_write_total", "_cache_write_total", "count"),
     Field("meter", "cache_fields_complete", "_cache_fields_complete", "flag"),
@@ -87,6 +89,7 @@ OPTIONAL: dict[tuple[str, str], Any] = {
     ("sticky", "ledger_segments"): [],
     ("sticky", "synthetic_calls"): [],
     ("sticky", "clipped_seqs"): [],
+    ("meter", "input_readings"): {"events": 0, "pairs": []},
 }
 GROUPS: tuple[str, ...] = tuple(dict.fromkeys(field.group for field in FIELDS))
 
@@ -104,7 +107,7 @@ NOT_SAVED: dict[str, str] = {
     "_ingress": "cache (clipped view copies of oversized tool results, a pure function of content and cap)",
     "_budget_reading": "this request's budget, recomputed on every request",
     "_budget_reported": "the last context:budget payload; a resumed session reports its budget again",
-    "_input_limit": "the provider's readings (limit.py), rebuilt as they come: the restored last one is the first",
+    "_input_limit": "the provider's input limit (limit.py): its readings are saved as meter.input_readings",
     "messages": "the history itself: restored by set_messages()",
     "_next_seq": "re-stamped by set_messages()",
     "_tool_name_by_call_id": "derived from the history by set_messages()",
@@ -276,6 +279,18 @@ def _seqs(value: Any, where: str, message_count: int) -> set[int]:
     return set(value)
 
 
+def _is_readings(value: Any) -> bool:
+    """The input limit's readings (limit.ProviderCount.saved)."""
+    if not (isinstance(value, dict) and set(value) == {"events", "pairs"} and _is_count(value["events"])):
+        return False
+    pairs = value["pairs"]
+    return isinstance(pairs, list) and len(pairs) <= READINGS and all(_is_pair(pair) for pair in pairs)
+
+
+def _is_pair(pair: Any) -> bool:
+    return isinstance(pair, list) and len(pair) == 2 and all(_is_count(v) and v >= 1 for v in pair)
+
+
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -429,6 +444,7 @@ def _scalar(kind: str, value: Any, where: str, message_count: int) -> Any:
         "opt_position": (lambda v: v is None or (_is_count(v) and v <= message_count), "null or a message position"),
         "opt_kind": (lambda v: v is None or v in _METER_KINDS, f"null or one of {', '.join(_METER_KINDS)}"),
         "flag": (lambda v: isinstance(v, bool), "true or false"),
+        "readings": (_is_readings, '{"events": an int >= 0, "pairs": at most 8 [count, count] pairs of ints >= 1}'),
     }
     accept, expected = checks[kind]
     if not accept(value):

@@ -203,6 +203,37 @@ async def test_the_host_provider_never_sees_a_view_past_the_limit(caplog, config
     assert seen["requests"] > 90 and seen["largest"] <= LIMIT
 
 
+@pytest.mark.asyncio
+async def test_a_resumed_session_predicts_the_provider_count_as_the_original():
+    # Readings not saved: the resumed manager falls back to the prior (or to the last reading alone) and
+    # sends another view than the uninterrupted one would (a cold cache, or a view past the limit).
+    ctx, provider = SimpleContextManager(), HostProvider()
+    for message in [system("You are a careful engineer."), user("Go on with the audit.")]:
+        await ctx.add_message(stamped(message))
+    for index in range(6):
+        await ctx.add_message(stamped(asst_calls(f"r{index}")))
+        await ctx.add_message(stamped(result(f"r{index}", chars(1_500 + 900 * index))))
+        await request(ctx, provider)
+    state = json.loads(json.dumps(ctx.snapshot_state()))
+    assert len(state["meter"]["input_readings"]["pairs"]) >= 3
+    history = copy.deepcopy(await ctx.get_messages())
+    resumed = SimpleContextManager()
+    await resumed.set_messages(copy.deepcopy(history))
+    resumed.restore_state(state)
+    for manager in (ctx, resumed):
+        await manager.add_message(stamped(asst_calls("last")))
+        await manager.add_message(stamped(result("last", chars(6_000))))
+    ours = await ctx.get_messages_for_request(provider=provider)
+    assert non_ephemeral(await resumed.get_messages_for_request(provider=provider)) == non_ephemeral(ours)
+    assert resumed._limit_goal() == ctx._limit_goal()
+
+    del state["meter"]["input_readings"]  # an earlier version's snapshot: restored with no readings
+    older = SimpleContextManager()
+    await older.set_messages(copy.deepcopy(history))
+    older.restore_state(state)
+    assert older._input_readings["pairs"] == []
+
+
 # ----- point 2: the warning names the largest part --------------------------------------------
 
 
