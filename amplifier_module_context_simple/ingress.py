@@ -128,6 +128,10 @@ class IngressClipper:
         entry = self._copies.get(seq_of(message))  # type: ignore[arg-type]
         return entry[0] if entry is not None and entry[2] is message else message
 
+    def clipped(self) -> set[int]:
+        """The seqs of the results whose view copy is clipped (context_recall says the view lacks them)."""
+        return set(self._copies)
+
     def take_pending(self) -> list[dict[str, Any]]:
         pending, self.pending = self.pending, []
         return pending

@@ -1,33 +1,37 @@
 """`context_recall`: an opt-in tool that searches what compaction took out of the view (``recall_tool``).
 
 The module keeps the whole history; only the view forgets. This tool lets the model search the stored
-history (full text, tool results that the view truncated included: a spill file holds the same text,
-so none is read) for a literal phrase (case-insensitive) or a regular expression. Results are the
-matching lines with one line of context, newest message first, each labelled with the message's
-sequence number and role (and, for a tool result, the tool's name and arguments), within
-``MAX_OUTPUT_TOKENS``.
+history as it saw it (tool calls with their arguments decoded, tool results as their output text, results
+the view truncated in full: a spill file holds the same text, so none is read) for a few words it
+remembers (recall_rank.py) or a regular expression. Results are the matching lines, whole or cut around
+the words, with one line of context, best match first, each labelled with the message's sequence number
+and role (for a tool result, the call it answers: ``read_file(path=src/app.py)``) and whether the
+current view lacks it, within ``MAX_OUTPUT_TOKENS``; a last line says how many more matched and how to
+narrow.
 
 It never changes the history and never raises into the orchestrator: bad input gets a failed
-``ToolResult`` with one line. Nothing backtracks (recall_search.py, recall_regex.py): a literal is found
+``ToolResult`` with one line. Nothing backtracks (recall_search.py, recall_regex.py): words are found
 with ``str.find``, a regular expression runs on a linear-time automaton, a search stops after
 ``TIME_BUDGET_S`` even inside one huge message, and the event loop gets its turn every ``SLICE_S``.
-Earlier recalls (the tool's own calls and results) are never searched, so results do not snowball.
+Earlier recalls (the tool's own calls, in any call shape, and their results) are never searched, so
+results do not snowball; the rest of an assistant message that called it stays searchable.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
+from . import recall_rank as rank
+from .calls import call_id, message_calls
 from .estimate import seq_of
 from .recall_regex import Pattern, UnsupportedPattern
-from .recall_search import Hit, MessageTexts, Query, Search, message_text, run, run_async
-from .token_counter import tool_call_parts
+from .recall_search import Found, MessageTexts, Query, Search, fold, run, run_async
+from .recall_text import TOOL_NAME, call_label, has_text, is_recall_call, message_text
 
-__all__ = ["Hit", "MessageTexts", "Query", "RecallTool", "message_text", "parse", "render", "search"]
+__all__ = ["Found", "MessageTexts", "Query", "RecallTool", "message_text", "parse", "render", "search"]
 
 Message = dict[str, Any]
-TOOL_NAME = "context_recall"
 MAX_OUTPUT_TOKENS = 2_000
 CHARS_PER_TOKEN = 4
 DEFAULT_MAX_RESULTS = 20
@@ -35,14 +39,26 @@ MAX_RESULTS = 100
 MAX_PATTERN = 200
 TIME_BUDGET_S = 1.0
 SLICE_S = 0.02  # the longest the async search holds the event loop before giving it a turn (plus one step)
-TRAFFIC_STEP = 4_096  # messages read for the tool's own traffic between two checkpoints
+TRAFFIC_STEP = 1_024  # messages read for the tool's own traffic (and results' calls) between two checkpoints
+SHOWN_LINES = 4  # matching lines shown per message (best first); the rest are counted
+LINES_SHARE = 0.6  # of the output, shared among the matching lines shown (the rest: labels, context)
+LISTED_SEQS = 12  # numbers of the matching messages not shown, listed in the last line
+FOOTER_CHARS = 400  # kept for that last line
 ROLES = ("user", "assistant", "tool", "system", "developer")
 NOTE = "Older messages removed from your view can be searched with the context_recall tool."
+GAP_WORDS = {"removed": "removed from your view", "truncated": "truncated in your view", "stubbed": "shortened"}
 
 INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "query": {"type": "string", "description": "A phrase to find (case-insensitive), or a regex with regex: true"},
+        "query": {
+            "type": "string",
+            "description": (
+                "Words you remember from what you look for, e.g. 'parse_config settings.py' (a name, a path, "
+                'a command; case-insensitive; "a quoted phrase" is one word). Messages holding all of them '
+                "match, best when they share a line. With regex: true, a regular expression"
+            ),
+        },
         "regex": {
             "type": "boolean",
             "description": "Treat query as a regular expression, matched per line (no backreferences or lookaround)",
@@ -61,8 +77,13 @@ INPUT_SCHEMA: dict[str, Any] = {
 }
 DESCRIPTION = (
     "Search this conversation's full history, including messages and tool output that were removed or "
-    "truncated to fit the context window. Returns matching lines with their message number and role, "
-    f"newest first, at most about {MAX_OUTPUT_TOKENS} tokens."
+    "truncated to fit the context window. Give a few words you remember from the line you need: a name, "
+    "a path, a command, a value ('ForeignKey to_field' finds lines holding both; a tool result also "
+    "matches by its call, so 'settings.py DEBUG' finds DEBUG in the output of a call on settings.py). "
+    "Returns the matching lines whole, with one line of context, best match first: words on one line "
+    "before words on nearby lines, rarer words weigh more, messages no longer in your view first, then "
+    f"the newest; at most about {MAX_OUTPUT_TOKENS} tokens. Narrow with more words, role, or "
+    "from_seq/to_seq; regex: true for a regular expression."
 )
 
 
@@ -88,7 +109,10 @@ def parse(data: Any) -> Query:
             raise RecallError(f"'{key}' must be a whole number >= 0, got {value!r}")
     if not 1 <= limit <= MAX_RESULTS:
         raise RecallError(f"'max_results' must be between 1 and {MAX_RESULTS}, got {limit}")
-    return Query(_compile(query) if regex else None, query.lower(), role, first, last, limit)
+    if regex:
+        return Query(_compile(query), query.lower(), role, first, last, limit)
+    needle = " ".join(fold(query).split())
+    return Query(None, needle, role, first, last, limit, rank.query_words(fold(query)))
 
 
 def _compile(query: str) -> Pattern:
@@ -100,25 +124,24 @@ def _compile(query: str) -> Pattern:
         raise RecallError(str(exc)) from None
 
 
-def is_recall_call(call: Any) -> bool:
-    """A tool call of this tool (the one place that reads a call's name for recall)."""
-    return isinstance(call, dict) and tool_call_parts(call)[0] == TOOL_NAME
+class HistoryReader:
+    """What a search needs beyond each message's text, read incrementally: the seqs of this tool's own
+    traffic (its results, and assistant messages that only called it and say nothing), and the call each
+    other tool result answers (and its label's words).
 
-
-class TrafficReader:
-    """The seqs of this tool's own traffic: its results, and assistant turns that only called it.
-
-    A result belongs to the nearest earlier assistant that declared its id (as ``tool_pairs.tool_groups``
-    reads groups), so a reused id (``call_0`` in every turn) hides no other tool's result. Read
-    incrementally: a history only grows until it is replaced (and its MessageTexts, which hold this
-    reader, are cleared); a list that shrank or changed is read again.
+    A result answers the nearest earlier assistant call with its id (as ``tool_pairs.tool_groups`` reads
+    groups), so a reused id (``call_0`` in every turn) hides no other tool's result. Calls are read in any
+    shape, in ``tool_calls`` or content blocks (calls.py). A history only grows until it is replaced (and
+    its MessageTexts, which hold this reader, are cleared); a list that shrank or changed is read again.
     """
 
     def __init__(self) -> None:
         self.source: list[Message] | None = None
         self.read = 0
-        self.recall_ids: set[str] = set()  # ids whose latest declaring call is this tool's
+        self.latest: dict[str, Any] = {}  # call id -> the latest call declaring it
         self.own: set[int] = set()
+        self.answered: dict[int, Any] = {}  # index of a tool result -> the call it answers
+        self.call_texts: dict[int, str] = {}  # and that call as its label shows it, lowercase
 
     def update(self, messages: list[Message]) -> set[int]:
         for _ in self.steps(messages):
@@ -129,89 +152,154 @@ class TrafficReader:
         """Read what was appended since the last call, yielding every ``TRAFFIC_STEP`` messages."""
         if messages is not self.source or len(messages) < self.read:
             self.source, self.read = messages, 0
-            self.recall_ids.clear()
+            self.latest.clear()
             self.own.clear()  # in place: a search holds this set
+            self.answered.clear()
+            self.call_texts.clear()
         while self.read < len(messages):
             stop = min(len(messages), self.read + TRAFFIC_STEP)
-            for message in messages[self.read : stop]:
-                self._read(message)
+            for index in range(self.read, stop):
+                self._read(index, messages[index])
             self.read = stop
             yield
 
-    def _read(self, message: Message) -> None:
-        role, calls = message.get("role"), message.get("tool_calls") or ()
-        if role == "assistant" and calls:
-            mine = [is_recall_call(call) for call in calls]
-            for call, is_mine in zip(calls, mine, strict=True):
-                call_id = call.get("id") if isinstance(call, dict) else None
-                if isinstance(call_id, str):
-                    (self.recall_ids.add if is_mine else self.recall_ids.discard)(call_id)
-            if all(mine) and not message.get("content") and (seq := seq_of(message)) is not None:
-                self.own.add(seq)
-        elif role == "tool" and message.get("tool_call_id") in self.recall_ids:
-            if (seq := seq_of(message)) is not None:
-                self.own.add(seq)
+    def _read(self, index: int, message: Message) -> None:
+        role = message.get("role")
+        if role == "assistant":
+            calls = message_calls(message)
+            for call in calls:
+                if (identity := call_id(call)) is not None:
+                    self.latest[identity] = call
+            if calls and all(map(is_recall_call, calls)) and not has_text(message):
+                self._own(message)
+        elif role == "tool":
+            call = self.latest.get(message.get("tool_call_id"))  # type: ignore[arg-type]
+            if is_recall_call(call):
+                self._own(message)
+            elif call is not None:
+                self.answered[index] = call
+                # The words a result matches by: its call as the label shows it (a word deep in a long
+                # script would match every result of the script).
+                self.call_texts[index] = fold(call_label(call))
 
+    def _own(self, message: Message) -> None:
+        if (seq := seq_of(message)) is not None:
+            self.own.add(seq)
 
-def recall_traffic(messages: list[Message]) -> set[int]:
-    """The seqs of this tool's own calls and results in ``messages`` (see TrafficReader)."""
-    return TrafficReader().update(messages)
-
-
-def _labeller(messages: list[Message]) -> Any:
-    def label(index: int, seq: int) -> str:
-        """ "#seq role", and for a tool result the call it answers (the nearest earlier call with its id)."""
+    def label(self, messages: list[Message], index: int, seq: int) -> str:
+        """``#seq role``; for a tool result, the call it answers."""
         message = messages[index]
         if message.get("role") != "tool":
             return f"#{seq} {message.get('role')}"
-        call_id = message.get("tool_call_id")
-        for earlier in range(index - 1, -1, -1):
-            for call in messages[earlier].get("tool_calls") or ():
-                if isinstance(call, dict) and call.get("id") == call_id:
-                    name, args = tool_call_parts(call)
-                    return f"#{seq} tool result of {name}({args[:120]})"
-        return f"#{seq} tool result of an unknown call"
-
-    return label
+        call = self.answered.get(index)
+        return f"#{seq} tool result of " + (call_label(call) if call is not None else "an unknown call")
 
 
-def new_search(messages: list[Message], query: Query, texts: MessageTexts) -> Search:
-    """A search of ``messages`` (the stored history) that skips the tool's own traffic."""
-    if texts.traffic is None:
-        texts.traffic = TrafficReader()
-    reader, copied = texts.traffic, list(messages)  # the search reads the history as it is now
-    return Search(copied, query, texts, reader.own, _labeller(copied), before=reader.steps(messages))
+def recall_traffic(messages: list[Message]) -> set[int]:
+    """The seqs of this tool's own calls and results in ``messages`` (see HistoryReader)."""
+    return HistoryReader().update(messages)
+
+
+def view_gaps(manager: Any) -> dict[int, str]:
+    """The seqs the manager's current view lacks in full, with how (``GAP_WORDS``' keys)."""
+    gaps = dict.fromkeys(getattr(manager, "_stubbed_seqs", ()), "stubbed")
+    gaps.update(dict.fromkeys(getattr(manager, "_truncated_seqs", ()), "truncated"))
+    ingress = getattr(manager, "_ingress", None)
+    if ingress is not None:
+        gaps.update(dict.fromkeys(ingress.clipped(), "truncated"))
+    gaps.update(dict.fromkeys(getattr(manager, "_removed_seqs", ()), "removed"))
+    return gaps
+
+
+def new_search(
+    messages: list[Message], query: Query, texts: MessageTexts, gaps: Mapping[int, str] | None = None
+) -> Search:
+    """A search of ``messages`` (the stored history) that skips the tool's own traffic; ``gaps``: the
+    seqs the current view lacks (:func:`view_gaps`), ranked first."""
+    if texts.history is None:
+        texts.history = HistoryReader()
+    reader, copied = texts.history, list(messages)  # the search reads the history as it is now
+
+    def label(index: int, seq: int) -> str:
+        gap = (gaps or {}).get(seq)
+        return reader.label(copied, index, seq) + (f" ({GAP_WORDS[gap]})" if gap else "")
+
+    return Search(copied, query, texts, reader.own, label, reader.call_texts, gaps or {}, before=reader.steps(messages))
 
 
 def search(
-    messages: list[Message], query: Query, texts: MessageTexts | None = None, budget_s: float = TIME_BUDGET_S
+    messages: list[Message],
+    query: Query,
+    texts: MessageTexts | None = None,
+    budget_s: float = TIME_BUDGET_S,
+    gaps: Mapping[int, str] | None = None,
 ) -> Search:
-    """Search synchronously (the evaluation's probe); the tool itself runs ``run_async``."""
-    return run(new_search(messages, query, texts or MessageTexts()), budget_s)
+    """Search synchronously (the evaluation's probe, tests); the tool itself runs ``run_async``."""
+    return run(new_search(messages, query, texts or MessageTexts(), gaps), budget_s)
+
+
+def line_width(hits: list[Found], budget_chars: int) -> int:
+    """How much of a long matching line to show: an even share of ``LINES_SHARE`` of the output among
+    the matching lines the hits would show (a result matched by its call counts ``SHOWN_LINES``: its
+    first lines are shown), at least ``LINE_CHARS_SHOWN`` (few matches: whole lines)."""
+    marked = sum(min(len(hit.lines), SHOWN_LINES) if hit.lines else SHOWN_LINES for hit in hits) or 1
+    return max(rank.LINE_CHARS_SHOWN, int(budget_chars * LINES_SHARE) // marked)
+
+
+def _hit_lines(found: Search, hit: Found, width: int) -> list[str]:
+    """The lines shown for one matching message."""
+    text, lowered = found.texts.get(found.messages[hit.index])
+    if found.query.pattern is not None:
+        ends = dict(hit.lines)
+        marked = [start for start, _ in hit.lines[:SHOWN_LINES]]
+        lines = rank.shown_lines(text, marked, lambda start, end: [ends[start]], 2 / 3, width)
+    elif not hit.lines:
+        return rank.head_lines(text, SHOWN_LINES * width, width)
+    else:
+        words = [w for bit, w in enumerate(found.query.words) if hit.mask >> bit & 1]
+        marked = sorted(start for start, _ in hit.lines[:SHOWN_LINES])
+        spots = lambda start, end: rank.word_spots(lowered, start, end, words)  # noqa: E731
+        lines = rank.shown_lines(text, marked, spots, 1 / 3, width)
+    more = len(hit.lines) - SHOWN_LINES
+    if more > 0:
+        lines.append(f"  [{more}{'+' if len(hit.lines) >= rank.MAX_SHOWN_LINES else ''} more matching line(s) here]")
+    return lines
+
+
+def _header(found: Search, partial: bool) -> str:
+    if not partial:
+        return f"Matches, best first ({found.matched} message(s) matched):"
+    words = ", ".join(f'"{word}"' for word in found.query.words)
+    return f"No message holds all of {words}; messages holding some of them, best first:"
 
 
 def render(found: Search, budget_chars: int) -> str:
     """The tool's output within ``budget_chars``, with a last line saying what was left out."""
     if found.replaced:
-        return "The conversation's history was replaced during the search; nothing was searched. Search again."
+        return "The conversation's history was replaced or edited during the search; nothing was found. Search again."
     late = ""
     if found.stopped:
         where = f" while reading #{found.stopped_at}" if found.stopped_at >= 0 else ""
         late = f" (the search stopped at its time limit{where}; older messages were not searched)"
-    if not found.hits:
+    hits, partial = (found.found, False) if found.found else (found.partial, True)
+    if not hits:
         return "No message in this conversation's history matches." + late
-    out, used, shown = [f"Matches, newest first ({found.matched} message(s) matched):"], 0, 0
-    for hit in found.hits:
-        block = "\n".join([hit.label, *hit.lines])
-        if used + len(block) > budget_chars and shown:
+    out = [_header(found, partial)]
+    room = budget_chars - len(out[0]) - FOOTER_CHARS
+    width, shown = line_width(hits[: found.query.max_results], room), 0
+    for hit in hits[: found.query.max_results]:
+        block = "\n".join([found.label(hit.index, hit.seq), *_hit_lines(found, hit, width)])
+        if len(block) + 2 > room and shown:
             break
-        out.append(block[: budget_chars - used])
-        used += len(block)
+        out.append(block[: room - 2])
+        room -= len(out[-1]) + 2
         shown += 1
-    left = found.matched - shown
+    left = (len(found.some) if partial else found.matched) - shown
     if left > 0 or found.stopped:
-        more = f"{left} more matching message(s) not shown" if left > 0 else "no more shown"
-        out.append(f"[{more}; narrow the query, the role or from_seq/to_seq]{late}")
+        listed = ", ".join(f"#{hit.seq}" for hit in hits[shown : shown + LISTED_SEQS])
+        more = f"{left} more matching message(s) not shown ({listed}{', ...' if left > LISTED_SEQS else ''})"
+        more = more if left > 0 else "no more shown"
+        out.append(f"[{more}; narrow with more words, role, or from_seq/to_seq]{late}")
     return "\n\n".join(out)
 
 
@@ -233,8 +321,10 @@ class RecallTool:
         try:
             query = parse(input)
             manager = self._manager
-            found = new_search(manager.messages, query, manager._recall_texts)
-            await run_async(found, self.time_budget_s, self.slice_s)
+            manager._adopt_edits()  # an in-place edit (a redaction) drops the cached texts first
+            guard = manager._store_guard
+            found = new_search(manager.messages, query, manager._recall_texts, view_gaps(manager))
+            await run_async(found, self.time_budget_s, self.slice_s, edited=lambda: guard.edited)
             return ToolResult(success=True, output=render(found, MAX_OUTPUT_TOKENS * CHARS_PER_TOKEN))
         except RecallError as exc:
             return ToolResult(success=False, output=str(exc), error={"message": str(exc)})

@@ -76,12 +76,13 @@ async def test_a_removed_result_is_found_with_its_number_role_and_call():
     stored = copy.deepcopy(ctx.messages)
     found = await recall(coordinator, query="mark-002")  # literal, case-insensitive
     assert found.success and "MARK-002 port=8002" in found.output
-    assert "#7 tool result of bash({})" in found.output
+    assert "#7 tool result of bash() (removed from your view)" in found.output
     assert ctx.messages == stored  # the history is never changed
-    newest = await recall(coordinator, query="MARK-", max_results=3)
-    labels = [line for line in newest.output.splitlines() if line.startswith("#")]
-    assert labels == [f"#{seq} tool result of bash({{}})" for seq in (41, 39, 37)]
-    assert "more matching message(s) not shown" in newest.output
+    best = await recall(coordinator, query="MARK-", max_results=3)
+    labels = [line.split(" (")[0] for line in best.output.splitlines() if line.startswith("#")]
+    removed = sorted((seq for seq in ctx._removed_seqs if seq % 2 and seq > 2), reverse=True)
+    assert labels == [f"#{seq} tool result of bash()" for seq in removed[:3]]  # out of the view first, newest
+    assert "more matching message(s) not shown" in best.output
 
 
 @pytest.mark.asyncio
@@ -182,6 +183,22 @@ async def held_loop_for(call: Any) -> tuple[Any, float]:
     return returned, longest
 
 
+async def ticked(call: Any) -> tuple[Any, float, int]:
+    """(what ``call`` returned, the longest the loop was held, how many turns another task got meanwhile)."""
+    ticks = 0
+
+    async def count_ticks() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0)
+            ticks += 1
+
+    counter = asyncio.create_task(count_ticks())
+    returned, held = await held_loop_for(call)
+    counter.cancel()
+    return returned, held, ticks
+
+
 ISSUE_PATTERNS = [  # (pattern, the line that took Python's re seconds, a line that matches)
     ("((a)+)+$", "a" * 26 + "!", "a" * 27),
     ("(?:(?:a)+)+$", "a" * 40 + "!", "a" * 41),
@@ -201,7 +218,7 @@ async def test_the_issues_patterns_answer_exactly_and_never_hold_the_loop(patter
     found, held = await held_loop_for(recall(coordinator, query=pattern, regex=True))
     assert found.success and held < 1.0  # Python's re held it 8 to 12 s on these lines
     labels = [line for line in found.output.splitlines() if line.startswith("#")]
-    assert labels == ["#6 tool result of grep({})"]
+    assert labels == ["#6 tool result of grep()"]
 
 
 @pytest.mark.asyncio
@@ -214,17 +231,7 @@ async def test_a_search_stops_at_its_budget_inside_one_huge_message_and_yields_m
     tool.slice_s = 0.0  # a turn for the loop at every checkpoint
     colon, held = await held_loop_for(tool.execute({"query": r"\w+:", "regex": True}))
     assert colon.output.startswith("No message") and held < 1.0  # no line holds the ":" every match needs
-    ticks = 0
-
-    async def count_ticks() -> None:
-        nonlocal ticks
-        while True:
-            await asyncio.sleep(0)
-            ticks += 1
-
-    counter = asyncio.create_task(count_ticks())
-    digit, held = await held_loop_for(tool.execute({"query": "[a-z]+[0-9]", "regex": True}))
-    counter.cancel()
+    digit, held, ticks = await ticked(tool.execute({"query": "[a-z]+[0-9]", "regex": True}))
     assert digit.success and held < 1.0 and ticks > 2
     assert "stopped at its time limit while reading #2" in digit.output
     literal = await tool.execute({"query": "mark-9"})  # a literal: str.find, in-process
@@ -304,7 +311,7 @@ async def test_a_history_replaced_during_a_search_answers_nothing_from_it():
     replacing = asyncio.create_task(replace_soon())
     found = await tool.execute({"query": "[a-z]+[0-9]$", "regex": True})
     await replacing
-    assert found.success and "replaced during the search" in found.output and "aaa" not in found.output
+    assert found.success and "during the search" in found.output and "aaa" not in found.output
     assert len(ctx._recall_texts) == 0  # nothing of the old history was cached after the replacement
 
 
@@ -324,12 +331,12 @@ async def test_a_recall_call_reusing_an_id_hides_no_other_result():
             asst("checked"),
             user("what was the port?"),
             {"role": "assistant", "content": "", "tool_calls": [recall_call]},
-            result("call_0", "Matches, newest first:\n#2 tool result of bash({})\n> MARK-REUSED port=9000"),
+            result("call_0", "Matches, best first:\n#2 tool result of bash()\n> MARK-REUSED port=9000"),
         ],
     )
     found = (await recall(coordinator, query="MARK-REUSED")).output
     labels = [line for line in found.splitlines() if line.startswith("#")]
-    assert labels == ["#2 tool result of bash({})"]  # the bash result, not the recall's copy of it
+    assert labels == ["#2 tool result of bash()"]  # the bash result, not the recall's copy of it
     assert recall_traffic(ctx.messages) == {5, 6}
 
 
@@ -367,7 +374,7 @@ class RecallingProvider:
         usage = Usage(input_tokens=10, output_tokens=1, total_tokens=11)
         n = len(self.requests)
         last = [m for m in request.messages if m.role == "tool"][-1:]  # a compacted view ends on the notice
-        if last and "Matches, newest first" in str(last[0].content):
+        if last and "Matches, best first" in str(last[0].content):
             return ChatResponse(content=[TextBlock(text="found it")], usage=usage)
         if n <= 12:
             return ChatResponse(

@@ -10,14 +10,21 @@ larger on the wire, so under a real counter they compact at other points: that i
 what they read through (``through``, a counter for this test only), they must compact exactly as plain
 results do, with the same ledger lines and notice: everything but their size reads through calls.py.
 
-To add an observation (recall answers, say), add a function ``(ctx, view) -> comparable value`` to
-``OBSERVERS``: every variant's value must equal the OpenAI replay's, request by request.
+Each transcript is replayed with `context_recall` traffic added (a recall call, beside a sentence of the
+agent's, and its result after every ``RECALL_EVERY``-th turn of tool results), with the tool mounted, and
+at every request the newest recall's query is asked again: the answer must be the same in every shape
+(labels name the call with its arguments decoded, wrapped results read as their output) and must never
+show the recall traffic itself.
+
+To add an observation, add a function ``(ctx, view) -> comparable value`` to ``OBSERVERS``: every
+variant's value must equal the OpenAI replay's, request by request.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,9 +33,12 @@ import pytest
 from amplifier_core.models import ToolResult
 
 from amplifier_module_context_simple import SimpleContextManager
-from amplifier_module_context_simple.calls import unwrap_result
+from amplifier_module_context_simple.calls import arguments_value, message_calls, unwrap_result
 from amplifier_module_context_simple.config import DEFAULTS
+from amplifier_module_context_simple.evidence_text import distinctive_tokens
 from amplifier_module_context_simple.ledger import is_ledger, ledger_lines
+from amplifier_module_context_simple.recall import MessageTexts, is_recall_call, parse, render, search, view_gaps
+from amplifier_module_context_simple.recall_text import TOOL_NAME
 from amplifier_module_context_simple.token_counter import CONTENT_COUNTER
 from tests.conftest import WORKLOADS, estimated_size, load_transcript, replay
 
@@ -39,6 +49,8 @@ CONFIG = {
     "compaction_notice_verbosity": DEFAULTS["compaction_notice_verbosity"],  # the notice with its figures
 }
 FRACTION = 0.30
+RECALL_EVERY = 4  # turns of tool results between two recalls added to a transcript
+RECALL_CHARS = 8_000  # the tool's output bound
 FAST = ("task_skill_search", "task_meeting_searchable_index", "task002__trial1", "django-14155")
 
 
@@ -111,11 +123,69 @@ def _notice(ctx: SimpleContextManager, view: list[Message]) -> str | None:
     return last["content"] if (last.get("metadata") or {}).get("source") == "context-compaction" else None
 
 
-# Observations compared request by request; a later helper adds recall answers here.
+def with_recalls(messages: list[Message]) -> list[Message]:
+    """The transcript (OpenAI shape) with a recall after the 2nd turn of tool results and every
+    ``RECALL_EVERY``-th after it:
+    an assistant message saying a sentence and calling context_recall for two words of the last result's
+    first line holding two, then a result quoting that line (as the tool would)."""
+    out: list[Message] = []
+    turns = 0
+    for index, message in enumerate(messages):
+        out.append(message)
+        following = messages[index + 1] if index + 1 < len(messages) else {}
+        if message.get("role") != "tool" or following.get("role") == "tool":
+            continue
+        turns += 1
+        found = _two_words(message.get("content"))
+        if (turns - 2) % RECALL_EVERY or found is None:
+            continue
+        line, query = found
+        call_id = f"recall_{turns}"
+        arguments = json.dumps({"query": query})
+        call = {"id": call_id, "type": "function", "function": {"name": TOOL_NAME, "arguments": arguments}}
+        out.append({"role": "assistant", "content": "Let me look back at that output.", "tool_calls": [call]})
+        out.append({"role": "tool", "tool_call_id": call_id, "content": f"Matches, best first:\n\n> {line}"})
+    return out
+
+
+def _two_words(content: Any) -> tuple[str, str] | None:
+    """(a line of a result's text, at most 2,000 characters of it, and two of its words: distinctive ones
+    when a line holds two, else the longest words of the first line holding any)."""
+    lines = [line[:2_000] for line in content.splitlines()] if isinstance(content, str) else []
+    for line in lines:
+        words = sorted(distinctive_tokens(line))
+        if len(words) >= 2:
+            return line, " ".join(words[:2])
+    for line in lines:
+        words = sorted(set(re.findall(r"[A-Za-z]{5,}", line)), key=lambda w: (-len(w), w))
+        if words:
+            return line, " ".join(words[:2])
+    return None
+
+
+def _recall(ctx: SimpleContextManager, view: list[Message]) -> str | None:
+    """The answer to the newest recall's query, asked again now (None before the first recall)."""
+    query = next((q for m in reversed(ctx.messages) if (q := _recall_query(m)) is not None), None)
+    if query is None:
+        return None
+    texts = ctx.__dict__.setdefault("_invariance_texts", MessageTexts())
+    found = search(ctx.messages, parse({"query": query}), texts, budget_s=600.0, gaps=view_gaps(ctx))
+    return render(found, RECALL_CHARS)
+
+
+def _recall_query(message: Message) -> str | None:
+    for call in message_calls(message) if message.get("role") == "assistant" else ():
+        if is_recall_call(call):
+            return arguments_value(call)["query"]
+    return None
+
+
+# Observations compared request by request.
 OBSERVERS: dict[str, Callable[[SimpleContextManager, list[Message]], Any]] = {
     "decisions": _decisions,
     "ledger": _ledger,
     "notice": _notice,
+    "recall": _recall,
 }
 
 
@@ -127,20 +197,34 @@ def observe(messages: list[Message], budget: int, **config: Any) -> dict[str, li
         for name, observer in OBSERVERS.items():
             seen[name].append(observer(ctx, request.view))
 
-    asyncio.run(replay(SimpleContextManager(**{**CONFIG, **config}), messages, budget, on_request=record))
+    ctx = SimpleContextManager(**{**CONFIG, **config})
+    ctx._recall_mounted = True  # as mount() sets it: the ledger and the notice leave recalls out
+    asyncio.run(replay(ctx, messages, budget, on_request=record))
     return seen
 
 
 def check_invariance(path: Path) -> None:
-    messages = load_transcript(path)
+    messages = with_recalls(load_transcript(path))
     budget = int(estimated_size(messages) * FRACTION)
     expected = observe(messages, budget)
     assert any(expected["decisions"][-1]), "the budget must make the replay compact"
+    assert_no_recall_traffic(messages, expected["recall"])
     for shape, rewrite in SHAPES.items():
         assert_same(shape, expected, observe([rewrite(m) for m in messages], budget))
     expected = observe(messages, budget, token_counter=through)
     for shape, rewrite in WRAPPED.items():
         assert_same(shape, expected, observe([rewrite(m) for m in messages], budget, token_counter=through))
+
+
+def assert_no_recall_traffic(messages: list[Message], answers: list[str | None]) -> None:
+    """No answer shows a recall's result, and a recall's assistant message only for its sentence."""
+    results = {i for i, m in enumerate(messages) if m.get("role") == "tool" and m["tool_call_id"].startswith("recall_")}
+    asked = [a for a in answers if a is not None]
+    assert asked, "the transcript must get recalls"
+    for answer in asked:
+        assert TOOL_NAME not in answer and "Matches, best first:" not in answer
+        seqs = {int(line[1:].split(" ")[0]) for line in answer.splitlines() if line.startswith("#")}
+        assert not seqs & results
 
 
 def assert_same(shape: str, expected: dict[str, list[Any]], got: dict[str, list[Any]]) -> None:
