@@ -15,6 +15,7 @@ import re
 
 from . import calls
 from .calls import arguments_value, call_name, message_calls
+from .recall_text import is_recall_call
 
 CHARS_PER_TOKEN = 4
 MIN_LINE_CHARS = 8  # shorter lines carry too little to pay for their place
@@ -94,9 +95,15 @@ def argument_texts(message: dict) -> list[str]:
     """The string values of a message's tool-call arguments (JSON decoded when it parses), every shape
     and each call once (calls.py)."""
     out: list[str] = []
-    for call in message_calls(message):
+    for call in evidence_calls(message):
         _strings(arguments_value(call), out)
     return out
+
+
+def evidence_calls(message: dict) -> list:
+    """A message's tool calls but ``context_recall``'s: its query words are what the agent asked for,
+    not what it did or saw, and its results are copies of other messages."""
+    return [call for call in message_calls(message) if not is_recall_call(call)]
 
 
 def _value_text(value: object) -> str:
@@ -181,7 +188,7 @@ def call_lines(message: dict) -> list[tuple[str, frozenset[str]]]:
     argument (a command, a path, a query) has none: that argument's lines read as themselves. Every
     call shape reads the same (calls.py)."""
     out = []
-    for call in message_calls(message):
+    for call in evidence_calls(message):
         value = arguments_value(call)
         if _reads_as_itself(value):
             continue

@@ -202,3 +202,24 @@ async def test_a_ledger_from_before_call_lines_still_restores() -> None:
     await resumed.set_messages(ctx.messages)
     resumed.restore_state(older)
     assert "src/pkg/mod_0_7.py" in ledger_lines(ledger_text(await resumed.get_messages_for_request()))
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+async def test_a_context_recall_query_never_becomes_a_ledger_line(shape: str) -> None:
+    """The agent's recall queries are what it asked for, not what it did: an assistant message with text
+    beside a ``context_recall`` call (as hosts store them) gives the ledger its text, never the query."""
+    make = SHAPES[shape]
+    ctx = SimpleContextManager(preset="evidence", max_tokens=20_000)
+    await add_all(ctx, [{"role": "system", "content": "You are an agent."}, {"role": "user", "content": "Fix it."}])
+    seen_ledger = False
+    for r in range(12):
+        recall = make(f"q{r}", "context_recall", {"query": f"recallquery_{r}_zz91 handler"})
+        call = make(f"b{r}", "bash", {"command": command(r)})
+        say = {"role": "assistant", "content": f"Checking plan_step_{r}_k4 again.", "tool_calls": [recall, call]}
+        await add_all(ctx, [say, {"role": "tool", "tool_call_id": f"q{r}", "content": "no match"}])
+        await add_all(ctx, [{"role": "tool", "tool_call_id": f"b{r}", "content": grep_output(r)}])
+        ledger = ledger_text(await ctx.get_messages_for_request())
+        seen_ledger = seen_ledger or "plan_step_" in ledger or "junit_probe" in ledger
+        assert "recallquery_" not in ledger, ledger
+    assert seen_ledger  # the ledger was built from these messages: the check is not vacuous
