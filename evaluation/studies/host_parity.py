@@ -1,27 +1,33 @@
-"""Plain against host-shaped, one host change at a time: which part of the gap is the module, which the session.
+"""Plain against host-shaped, one host change at a time: which part of the gap is
+the module, which the session.
 
-The main evaluation replays each real transcript twice: as stored (plain) and as Amplifier's loop-streaming
-stores it (evaluation/host_shaped.py). The host-shaped replay changes several things at once; this study
-replays the transcripts once per *variant*, adding the host's changes one at a time (cumulative rows), and
-with --alone also each change on its own:
+The main evaluation replays each real transcript twice: as stored (plain) and as
+Amplifier's loop-streaming stores it (evaluation/host_shaped.py). The host-
+shaped replay changes several things at once; this study replays the transcripts
+once per *variant*, adding the host's changes one at a time (cumulative rows),
+and with --alone also each change on its own:
 
-* calls: tool calls as `{"id", "tool", "arguments": {...}}` beside text and `tool_call` content blocks
-  (nothing else changes);
+* calls: tool calls as `{"id", "tool", "arguments": {...}}` beside text and
+  `tool_call` content blocks (nothing else changes);
 * names: results carry the tool's `name` (billed: it is on the wire);
 * thinking: a thinking block with its signature on half the assistant turns;
-* wrapped: every result stored as the JSON of the whole result object (one line);
+* wrapped: every result stored as the JSON of the whole result object (one
+  line);
 * hook_shell: hook-shell system messages between a call and its results;
 * steering: steering user messages after a share of the tool groups;
-* reminders: the status and todo reminders added to every request (billed; the module never sees them).
+* reminders: the status and todo reminders added to every request (billed; the
+  module never sees them).
 
-Every variant faces the provider window of the plain session (the module's budget --window-fraction of
-its true size, 0.3 as in `python -m evaluation`), through the main harness's driver and metrics. Per
-configuration and variant it prints the evidence line and token miss after the first compaction, the
-requests whose view holds the evidence ledger (of the requests after the first compaction) and its mean
-number of lines, boundaries, and the bill against the plain replay's. `--module-counter content` runs
-every configuration with `token_counter: content` (sizes read calls through calls.py): the call shape
-alone must then decide exactly as plain.
-Nothing is written. Run: `uv run python -m evaluation.studies.host_parity --split tune|report [--alone]`.
+Every variant faces the provider window of the plain session (the module's
+budget --window-fraction of its true size, 0.3 as in `python -m evaluation`),
+through the main harness's driver and metrics. Per configuration and variant it
+prints the evidence line and token miss after the first compaction, the requests
+whose view holds the evidence ledger (of the requests after the first
+compaction) and its mean number of lines, boundaries, and the bill against the
+plain replay's. `--module-counter content` runs every configuration with
+`token_counter: content` (sizes read calls through calls.py): the call shape
+alone must then decide exactly as plain. Nothing is written. Run: `uv run python
+-m evaluation.studies.host_parity --split tune|report [--alone]`.
 """
 
 from __future__ import annotations
