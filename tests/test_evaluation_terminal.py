@@ -33,6 +33,7 @@ COMMANDS = [
     "evaluation.studies.clear_at_least_gate",
     "evaluation.studies.tight_window",
     "evaluation.studies.calls_kept",
+    "evaluation.studies.host_parity",
 ]
 
 
