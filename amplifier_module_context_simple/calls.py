@@ -20,10 +20,12 @@ appears in both places once. Results answer calls as ``role: "tool"`` messages w
 pairing (tool_pairs.py, repair.py) keys on ``tool_calls`` ids only, as both orchestrators store every
 call there.
 
-loop-streaming on amplifier-core 2.0.x stores a result as the JSON of the whole result object,
-``{"success": ..., "output": ..., "error": ...}`` (``json.dumps`` of ``ToolResult.model_dump()``, one
-line). :func:`unwrap_result` reads such a text through to its output (and error) for the ledger and
-recall; what is sent is always what was stored.
+loop-streaming on amplifier-core 2.0.x stores a result as the JSON of the whole result object, one
+line: ``{"error": ..., "output": ..., "success": ...}`` (the kernel's hook emit hands back a copy of
+``ToolResult.model_dump()`` with its keys sorted, and the loop stores ``json.dumps`` of it), or in
+``model_dump()``'s own order, ``{"success": ..., "output": ..., "error": ...}``. :func:`unwrap_result`
+reads such a text through to its output (and error) for the ledger and recall; what is sent is always what
+was stored.
 """
 
 from __future__ import annotations
@@ -35,7 +37,9 @@ CALL_BLOCK_TYPES = frozenset({"tool_call", "tool_use"})
 TEXT_BLOCK_TYPES = frozenset({"text", "input_text", "output_text"})
 RESULT_BLOCK_TYPE = "tool_result"
 _WRAPPED_KEYS = frozenset({"success", "output", "error", "content"})
-_WRAPPED_OPENING = '{"success"'  # json.dumps of ToolResult.model_dump() opens so
+# json.dumps of ToolResult.model_dump() opens with "success"; loop-streaming on amplifier-core 2.0.2 stores
+# the kernel's JSON copy of it, whose keys are sorted: "error" first (or "content", when it has one).
+_WRAPPED_OPENINGS = ('{"success"', '{"error"', '{"content"', '{"output"')
 
 
 class Call(NamedTuple):
@@ -162,7 +166,7 @@ def wrapped_output(text: str) -> tuple[dict[str, Any], str] | None:
 def unwrap_result(text: str) -> str | None:
     """The output text (then the error's message, when the output does not already say it) of a wrapped
     result object; None when ``text`` is not one."""
-    if not text.startswith(_WRAPPED_OPENING):  # cheap: every other text is never parsed
+    if not text.startswith(_WRAPPED_OPENINGS):  # cheap: every other text is never parsed
         return None
     try:
         value = json.loads(text)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from .calls import CALL_BLOCK_TYPES, call_id
+
 SEQ_KEY = "_seq"
 UNSTAMPED_SLOTS = 16  # messages without _seq remembered at once (a view has a handful)
 
@@ -47,11 +49,25 @@ def _without_images(content: list[Any], costs: list[int]) -> list[Any] | None:
     return out if found else None
 
 
+def _without_call_copies(message: dict[str, Any], content: list[Any]) -> list[Any] | None:
+    """``content`` without the call blocks that repeat a ``tool_calls`` entry (same id); None when none
+    does. Amplifier's orchestrators store each call both ways; a provider is sent it once."""
+    calls = message.get("tool_calls")
+    if not isinstance(calls, list) or not calls:
+        return None
+    ids = {call_id(call) for call in calls} - {None}
+    kept = [b for b in content if not (isinstance(b, dict) and b.get("type") in CALL_BLOCK_TYPES and call_id(b) in ids)]
+    return kept if len(kept) < len(content) else None
+
+
 def estimate_message(message: Any) -> int:
     """The original estimator for one message, a quarter of its Python repr's length, except that an
-    image block is sized as an image (its base64 payload is not text the model reads)."""
+    image block is sized as an image (its base64 payload is not text the model reads) and a call stored
+    twice (in ``tool_calls`` and as a content block) is counted once."""
     content = message.get("content") if isinstance(message, dict) else None
     if isinstance(content, list):
+        if (unique := _without_call_copies(message, content)) is not None:
+            message, content = {**message, "content": unique}, unique
         costs: list[int] = []
         stripped = _without_images(content, costs)
         if stripped is not None:

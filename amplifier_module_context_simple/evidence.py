@@ -27,6 +27,9 @@ from .replay import is_real_user_message
 Message = dict[str, Any]
 logger = logging.getLogger("amplifier_module_context_simple")
 LEDGER_CEILING = 0.8  # a ledger never takes the view past this share of the trigger
+# The most of a ledger's room what the agent did (its removed tool calls' lines) takes before tool
+# output; the output always keeps the rest. Tuned on one half of the shipped transcripts (0.25 to 1.0).
+CALL_ROOM_SHARE = 0.75
 
 
 class EvidenceMixin:
@@ -137,22 +140,16 @@ class EvidenceMixin:
     def _select_lines(
         self, messages: list[Message], sources: list[tuple[ledger.Line, ...]], known: set[str], room: int
     ) -> list[str]:
-        """The ledger's lines. When user words are kept (``user_words_share``), the stubbed user messages'
-        lines come first: the user's words that did not fit verbatim reach the ledger, never silently."""
-        if self.user_words_share <= 0:
-            return ledger.select(sources, known, room)
-        users = [is_real_user_message(m) for m in messages]
-        words = ledger.select([s if u else () for s, u in zip(sources, users, strict=True)], known, room)
-        spent = sum(len(line) // et.CHARS_PER_TOKEN + 1 for line in words)
-        chosen = set(words)
-        covered = known | {t for s in sources for line, tokens, _ in s if line in chosen for t in tokens}
+        """The ledger's lines, in turn: when user words are kept (``user_words_share``), the stubbed user
+        messages' lines first (the user's words that did not fit verbatim reach the ledger, never
+        silently); then the removed tool calls' own lines, within ``CALL_ROOM_SHARE`` of the room (what
+        the agent did outranks what its tools printed); then every other line in the room left."""
+        users = [self.user_words_share > 0 and is_real_user_message(m) for m in messages]
+        tiers = [([s if u else () for s, u in zip(sources, users, strict=True)], room)] if any(users) else []
         others = [() if u else s for s, u in zip(sources, users, strict=True)]
-        rest = ledger.select(others, covered, room - spent) if room > spent else []
-        position: dict[str, int] = {}
-        for index, lines in enumerate(sources):
-            for line, _tokens, _priority in lines:
-                position.setdefault(line, index)
-        return sorted(words + rest, key=position.__getitem__)  # history order, as select gives
+        tiers.append(([tuple(line for line in lines if line[3]) for lines in others], int(room * CALL_ROOM_SHARE)))
+        tiers.append((others, room))
+        return ledger.select_in_turn(tiers, known, room)
 
     def _fit_lines(self, lines: list[str], removed: int, allowed: int) -> list[str]:
         """``lines`` cut until their ledger message fits ``allowed`` tokens of the configured counter (the

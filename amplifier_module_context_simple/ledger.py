@@ -2,10 +2,11 @@
 
 When the ladder removes old messages, their informative lines (tool output, the assistant's notes and
 the arguments of its tool calls) would be gone. The ledger keeps the lines that hold identifiers found
-nowhere else in the view, verbatim, within a token budget, in one user-role
-``<system-reminder source="context-evidence">`` message placed where the removed span began. It is a
-pure function of the removed messages and the view, decided at a boundary and re-sent with the same
-bytes until the next one (the manager keeps its text and anchor; ``snapshot_state`` carries them).
+nowhere else in the view (what the agent did, its calls, before what its tools printed), within a token
+budget, in one user-role ``<system-reminder source="context-evidence">`` message placed where the
+removed span began. It is a pure function of the removed messages and the view, decided at a boundary
+and re-sent with the same bytes until the next one (the manager keeps its text and anchor;
+``snapshot_state`` carries them).
 """
 
 from __future__ import annotations
@@ -87,33 +88,42 @@ def _keyword_lines(source: Any, low: Any, keywords: tuple[Any, ...], newline: An
 _PREAMBLE_PATTERN = re.compile(re.escape(_PREAMBLE).replace(r"\{count\}", r"\d+") + f"(?: {re.escape(RECALL_NOTE)})?")
 
 
-def source_lines(message: Message, arguments: bool = True) -> list[str]:
-    """The stripped lines of a message's text (and arguments) long enough to carry evidence and short
-    enough to be kept (:func:`read_lines` says which lines of a very long text are read)."""
-    texts = et.readable_texts(message) + (et.argument_texts(message) if arguments else [])
+def source_lines(texts: list[str]) -> list[str]:
+    """The stripped lines of ``texts`` long enough to carry evidence and short enough to be kept, each
+    once (:func:`read_lines` says which lines of a very long text are read)."""
     out = []
     for text in texts:
         for line in read_lines(text):
             if et.MIN_LINE_CHARS <= len(stripped := line.strip()) <= MAX_LINE_CHARS:
                 out.append(envelope.neutralize_line(stripped))  # copied text never ends the ledger's envelope
-    return list(dict.fromkeys(out))  # each line once
+    return list(dict.fromkeys(out))
 
 
-Line = tuple[str, frozenset[str], bool]  # (stripped line, its distinctive tokens, is it a priority line)
+# (stripped line, its distinctive tokens, is it a priority line, is it what the agent did: a line of a
+# tool call's arguments, or a call's own line)
+Line = tuple[str, frozenset[str], bool, bool]
 
 
 def analyse(message: Message, arguments: bool = True) -> tuple[Line, ...]:
-    """A message's evidence lines with their tokens, at most ``MAX_CANDIDATES`` of them (the priority
-    lines and those with the most tokens, in their order); pure, so the caller memoizes it per ``_seq``."""
-    lines = [
-        (line, frozenset(et.distinctive_tokens(line)), et.is_priority(line))
-        for line in source_lines(message, arguments)
-    ]
+    """A message's evidence lines with their tokens: its text's lines, then what its tool calls did (the
+    lines of their arguments, and ``name(key=value, ...)`` for a call of several arguments,
+    et.call_lines; an argument line that line or the text shows whole is not repeated); at most
+    ``MAX_CANDIDATES`` of them (the calls' lines, then priority lines and those with the most tokens,
+    in their order). Pure, so the caller memoizes it per ``_seq``."""
+    texts = source_lines(et.readable_texts(message))
+    lines = [(line, frozenset(et.distinctive_tokens(line)), et.is_priority(line), False) for line in texts]
+    if arguments:
+        calls = [(envelope.neutralize_line(line), tokens) for line, tokens in et.call_lines(message)]
+        lines += [(line, tokens, False, True) for line, tokens in calls if len(line) <= MAX_LINE_CHARS]
+        shown, seen = "\n".join(line for line, _tokens in calls), set(texts)
+        for line in source_lines(et.argument_texts(message)):
+            if line not in seen and line not in shown:
+                lines.append((line, frozenset(et.distinctive_tokens(line)), et.is_priority(line), True))
     lines = [line for line in lines if line[1] or line[2]]
     if len(lines) <= MAX_CANDIDATES:
         return tuple(lines)
-    ranked = sorted(range(len(lines)), key=lambda i: (-lines[i][2], -len(lines[i][1]), i))[:MAX_CANDIDATES]
-    return tuple(lines[i] for i in sorted(ranked))
+    ranked = sorted(range(len(lines)), key=lambda i: (-lines[i][3], -lines[i][2], -len(lines[i][1]), i))
+    return tuple(lines[i] for i in sorted(ranked[:MAX_CANDIDATES]))
 
 
 def guarded(read: Callable[..., Any], message: Message, empty: Any) -> tuple[Any, Exception | None]:
@@ -131,8 +141,18 @@ def guarded(read: Callable[..., Any], message: Message, empty: Any) -> tuple[Any
 
 def allowed_lines(messages: list[Message]) -> set[str]:
     """Every line a ledger of ``messages`` (the removed and stubbed ones) may hold, read as the ledger
-    reads them (:func:`guarded`)."""
-    return {line for message in messages for line, _tokens, _priority in guarded(analyse, message, ())[0]}
+    reads them (:func:`guarded`): its candidate lines, and every line of their texts and arguments (a
+    ledger written before call lines existed held argument lines a call line now shows)."""
+    allowed: set[str] = set()
+    for message in messages:
+        allowed.update(guarded(_readable_lines, message, ())[0])
+    return allowed
+
+
+def _readable_lines(message: Message, arguments: bool = True) -> set[str]:
+    lines = {line[0] for line in analyse(message, arguments)}
+    lines.update(source_lines(et.readable_texts(message) + (et.argument_texts(message) if arguments else [])))
+    return lines
 
 
 def ledger_lines(text: str) -> list[str] | None:
@@ -148,31 +168,59 @@ def ledger_lines(text: str) -> list[str] | None:
 def select(sources: list[tuple[Line, ...]], known: set[str], budget_tokens: int) -> list[str]:
     """Lines to keep from ``sources`` (analysed messages, oldest first): the most identifiers not in
     ``known`` per token of line, weighted toward later messages; priority lines earn a bonus."""
+    return [line for _position, line in sorted(_choose(sources, known, budget_tokens))]
+
+
+def select_in_turn(tiers: list[tuple[list[tuple[Line, ...]], int]], known: set[str], room: int) -> list[str]:
+    """Lines chosen tier by tier (each a ``sources`` list aligned with the others, and the most of the
+    room it may take): a tier picks as :func:`select` does within what the earlier tiers left, knowing
+    the identifiers they kept. In history order, each line once."""
+    chosen: list[tuple[int, str]] = []
+    known = set(known)
+    taken: set[str] = set()
+    for sources, cap in tiers:
+        left = room - sum(_line_cost(line) for _position, line in chosen)
+        if left <= 0:
+            break
+        sources = [tuple(line for line in lines if line[0] not in taken) for lines in sources]
+        picked = _choose(sources, known, min(cap, left))
+        taken.update(line for _position, line in picked)
+        known.update(token for lines in sources for line in lines if line[0] in taken for token in line[1])
+        chosen += picked
+    return [line for _position, line in sorted(chosen)]
+
+
+def _line_cost(line: str) -> int:
+    """What a kept line costs in the selection: 4 characters a token, plus one for its newline."""
+    return len(line) // et.CHARS_PER_TOKEN + 1
+
+
+def _choose(sources: list[tuple[Line, ...]], known: set[str], budget_tokens: int) -> list[tuple[int, str]]:
+    """(message position, line) of the lines :func:`select` keeps, in the order they were ranked."""
     candidates = []
     seen: set[str] = set()
     for position, lines in enumerate(sources):
         recency = 1 + position / max(1, len(sources))
-        for line, all_tokens, priority in lines:
+        for line, all_tokens, priority, _call in lines:
             if line in seen or len(line) > budget_tokens * et.CHARS_PER_TOKEN:
                 continue
             seen.add(line)
             tokens = all_tokens - known
             bonus = et.PRIORITY_BONUS if priority else 0
             if tokens or bonus:
-                cost = len(line) // et.CHARS_PER_TOKEN + 1
-                candidates.append(((len(tokens) + bonus) * recency / cost, position, line, tokens, bonus))
+                candidates.append(((len(tokens) + bonus) * recency / _line_cost(line), position, line, tokens, bonus))
     candidates.sort(key=lambda c: (-c[0], -c[1], c[2]))
     chosen: list[tuple[int, str]] = []
     covered: set[str] = set()
     left = budget_tokens
     for _score, position, line, tokens, bonus in candidates:
-        cost = len(line) // et.CHARS_PER_TOKEN + 1
+        cost = _line_cost(line)
         if cost > left or not (tokens - covered or bonus):
             continue
         chosen.append((position, line))
         covered |= tokens
         left -= cost
-    return [line for _position, line in sorted(chosen)]
+    return chosen
 
 
 def ledger_text(lines: list[str], count: int, note: str = "") -> str:

@@ -49,16 +49,17 @@ def shaped_workloads(workloads: list[Workload]) -> list[Workload]:
     return [Workload(f"{w.name} (shaped)", shape(w.messages, seed=i), source=w.source) for i, w in enumerate(real)]
 
 
-def host_workloads(workloads: list[Workload]) -> list[Workload]:
+def host_workloads(workloads: list[Workload], calls_only: bool = False) -> list[Workload]:
     """The real sessions as Amplifier's loop-streaming stores them (evaluation/host_shaped.py), seeded by
-    position, with the hooks' reminders billed and the window of the plain session."""
+    position, with the hooks' reminders billed and the window of the plain session; with ``calls_only``
+    only the orchestrators' call shape (and content blocks) changes, nothing else."""
     real = [w for w in workloads if not (w.facts or w.corrections)]
     return [
         Workload(
-            f"{w.name} (host)",
-            host_shape(w.messages, seed=i),
+            f"{w.name} ({'calls only' if calls_only else 'host'})",
+            host_shape(w.messages, seed=i, parts=("calls",)) if calls_only else host_shape(w.messages, seed=i),
             source=w.source,
-            host_reminders=True,
+            host_reminders=not calls_only,
             sized_by=w.messages,
             recall_probe=False,
         )
@@ -132,10 +133,11 @@ def reshaped_sections(
     args: argparse.Namespace, arms: list[Arm], workloads: list[Workload], runs: list, settings: Settings, jobs: int
 ) -> dict[str, dict]:
     """The report's sections on reshaped sessions, replayed in one stage: Amplifier-shaped (issue 18),
-    host-shaped beside the plain replay (issue 28) and the tight-window scenario (issue 29); each with
-    the number of runs it took."""
+    host-shaped beside the plain replay (issue 28), with the call shape alone for the configurations a
+    user picks between, and the tight-window scenario (issue 29); each with the number of runs it took."""
+    from .arms import CHOICES
     from .report import shaped_section
-    from .report_host import host_section, tight_section
+    from .report_host import calls_only_section, host_section, tight_section
     from .runner import run_pairs
     from .tight_scenario import tight_arms, tight_workload
 
@@ -143,6 +145,9 @@ def reshaped_sections(
     stages: dict[str, list] = {
         "shaped": [] if args.no_shaped else [(a, w) for a in arms for w in shaped_workloads(workloads)],
         "host": [] if args.no_host else [(a, w) for a in arms for w in host_workloads(workloads)],
+        "host_calls": []
+        if args.no_host
+        else [(a, w) for a in arms if a.name in CHOICES for w in host_workloads(workloads, calls_only=True)],
         "tight": [],
     }
     tight_shape: dict = {}
@@ -157,6 +162,7 @@ def reshaped_sections(
     sections = {
         "shaped": lambda done: shaped_section(arms, done, settings),
         "host": lambda done: host_section(arms, runs, done, settings),
+        "host_calls": lambda done: calls_only_section(arms, done, settings),
         "tight": lambda done: tight_section(tight_arm_list, done, settings, tight_shape),
     }
     out: dict[str, dict] = {}

@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from amplifier_module_context_simple.instructions import is_instruction
+from amplifier_module_context_simple.ledger import is_ledger, line_count
 
 from .arms import Arm, ignored_keys, load_engine
 from .cache import Prices
@@ -116,6 +117,7 @@ class Request:
     corrections: int = 0  # the workload's corrections present verbatim as a user message's whole text
     truncated_tools: int = 0
     tails_kept: int = 0
+    ledger_lines: int | None = None  # lines of the evidence ledger in the view; None: the view has no ledger
     evidence: Score | None = None
     recall_checked: int = 0  # missed evidence tokens looked up with context_recall
     recall_found: int = 0  # of those, returned within the tool's output bound
@@ -278,6 +280,8 @@ async def _request(ctx, provider, answer, req, prev, run, workload, originals, d
     req.system_hash = system_hash(view)
     _probe_facts(view, workload, req)
     req.truncated_tools, req.tails_kept = tail_retention(view, originals)
+    ledgers = [line_count(content_text(m.get("content"))) for m in view if is_ledger(m)]
+    req.ledger_lines = sum(ledgers) if ledgers else None
     if evidence is not None:
         req.evidence = evidence.score(view, answer, keep_missed=MISSED_SAMPLES)
         if workload.recall_probe:

@@ -109,23 +109,36 @@ def _strings(value: Any, out: list[str]) -> None:
 
 
 WRAPPED_KEYS = frozenset({"success", "output", "error", "content"})  # a ToolResult's model_dump()
+# A wrapped result's opening (in model_dump()'s order or sorted, as the kernel hands it back), maybe after
+# the header a truncated result starts with.
+_WRAPPER = re.compile(r'(\[truncated: [^\]\n]*\] )?\{"(success|error|content|output)": ')
+_ESCAPE = re.compile(r'\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|\\(["\\/bfnrt]|u[0-9a-fA-F]{4})')
 
 
 def result_text(text: str) -> str:
     """A tool result's text, read through a wrapped result object to its output (and error) when it is
-    one; any other text as it is (a wrapper cut short by truncation no longer parses: kept as is)."""
+    one; any other text as it is. A wrapper cut short by truncation no longer parses: its JSON escapes
+    are read as the agent reads them (``\\n`` a line break), so its lines count as they do in a plain
+    result cut the same way."""
     if not text.startswith("{") or '"success"' not in text:
-        return text
+        return _cut_wrapper_text(text)
     try:
         obj = json.loads(text)
     except ValueError:
-        return text
+        return _cut_wrapper_text(text)
     if not isinstance(obj, dict) or not {"success", "output"} <= obj.keys() <= WRAPPED_KEYS:
         return text
     error = obj.get("error")
     message = error.get("message") if isinstance(error, dict) else error
     parts = [obj["output"], None if message == obj["output"] else message]  # a failure's output is its message
     return "\n".join(p if isinstance(p, str) else json.dumps(p) for p in parts if p is not None)
+
+
+def _cut_wrapper_text(text: str) -> str:
+    """A wrapped result cut by truncation with its JSON escapes decoded; any other text as it is."""
+    if _WRAPPER.match(text) is None or '"output": "' not in text:
+        return text
+    return _ESCAPE.sub(lambda m: json.loads(f'"{m.group()}"'), text)
 
 
 def pieces(msg: dict) -> Iterator[tuple[str, Any]]:

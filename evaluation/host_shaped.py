@@ -27,6 +27,11 @@ system`) and `hook-shell`. Read from microsoft/amplifier-module-loop-streaming @
 One flavour, loop-streaming's, because it stores everything loop-basic does (call shape, content
 blocks) and more (wrapped results, steering). The transform is seeded: the same (session, seed) gives
 the same messages.
+
+`host_shape(..., parts=...)` applies only some of the host's changes (`PARTS`: "calls" for the call
+shape with its text and tool_call blocks, "names" for the results' `name`, "thinking", "wrapped",
+"hook_shell", "steering"), so a study can tell them apart (evaluation/studies/host_parity.py). The random draws do
+not depend on the parts: a part that is on changes exactly the messages it changes with all parts on.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from .shaped import LINT, thinking_block
 from .tokens import content_text
 
 Message = dict[str, Any]
+PARTS = ("calls", "names", "thinking", "wrapped", "hook_shell", "steering")  # in the order a study adds them
 
 THINKING_SHARE = 0.5  # of assistant turns with a thinking block (extended thinking on some requests)
 HOOK_SHELL_SHARE = 0.25  # of tool groups whose tool a hook-shell matcher answers
@@ -88,19 +94,26 @@ def _arguments(raw: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"input": value}
 
 
-def _assistant(message: Message, rng: random.Random, turn: int) -> tuple[Message, dict[str, str]]:
-    """The stored assistant turn, and the tool name of each call id."""
+def _assistant(
+    message: Message, rng: random.Random, turn: int, parts: frozenset[str]
+) -> tuple[Message, dict[str, str]]:
+    """The stored assistant turn (with ``parts``' changes), and the tool name of each call id."""
     text = content_text(message.get("content"))
     calls = [c for c in message.get("tool_calls") or [] if isinstance(c, dict)]
     stored = [
         {"id": c["id"], "tool": c["function"]["name"], "arguments": _arguments(c["function"].get("arguments"))}
         for c in calls
     ]
-    blocks: list[dict[str, Any]] = []
+    names = {c["id"]: c["tool"] for c in stored}
     thinking = None
-    if rng.random() < THINKING_SHARE:
+    if rng.random() < THINKING_SHARE and "thinking" in parts:
         thinking = {**thinking_block(text, turn), "visibility": None, "content": None}
-        blocks.append(thinking)
+    if "calls" not in parts:  # the OpenAI shape, a thinking block (if any) before the text
+        out = {k: v for k, v in message.items()}
+        if thinking is not None:
+            out["content"] = [thinking, *([{"type": "text", "text": text}] if text else [])]
+        return out, names
+    blocks: list[dict[str, Any]] = [] if thinking is None else [thinking]
     if text:
         blocks.append({"type": "text", "text": text, "visibility": None})
     blocks += [
@@ -112,7 +125,7 @@ def _assistant(message: Message, rng: random.Random, turn: int) -> tuple[Message
         out["tool_calls"] = stored
     if thinking is not None:
         out["thinking_block"] = thinking
-    return out, {c["id"]: c["tool"] for c in stored}
+    return out, names
 
 
 def hook_shell_message(rng: random.Random, turn: int, tool: str) -> Message:
@@ -122,26 +135,43 @@ def hook_shell_message(rng: random.Random, turn: int, tool: str) -> Message:
     return {"role": "system", "content": text, "metadata": {**metadata, "ephemeral": False, "persisted": True}}
 
 
-def host_shape(messages: list[Message], seed: int = 0) -> list[Message]:
-    """The session as loop-streaming stores it (see the module docstring); a new list."""
+def _result(message: Message, names: dict[str, str], parts: frozenset[str]) -> Message:
+    """A stored tool result: with the call's tool ``name`` ("names"), its content wrapped ("wrapped")."""
+    if not parts & {"names", "wrapped"}:
+        return {k: v for k, v in message.items()}
+    call_id = message.get("tool_call_id")
+    content = message.get("content")
+    if "wrapped" in parts:
+        content = wrapped_result(content_text(content))
+    out: Message = {"role": "tool", "tool_call_id": call_id, "content": content}
+    return {"role": "tool", "name": names.get(call_id, ""), **out} if "names" in parts else out
+
+
+def host_shape(messages: list[Message], seed: int = 0, parts: tuple[str, ...] = PARTS) -> list[Message]:
+    """The session as loop-streaming stores it (see the module docstring), with only ``parts`` of its
+    changes (all by default); a new list."""
+    unknown = set(parts) - set(PARTS)
+    if unknown:
+        raise ValueError(f"unknown host part(s) {sorted(unknown)}; known: {', '.join(PARTS)}")
+    on = frozenset(parts)
     rng = random.Random(seed)
     out: list[Message] = []
     names: dict[str, str] = {}
     for turn, message in enumerate(messages):
         role = message.get("role")
         if role == "assistant":
-            stored, called = _assistant(message, rng, turn)
+            stored, called = _assistant(message, rng, turn, on)
             names.update(called)
             out.append(stored)
             if called and rng.random() < HOOK_SHELL_SHARE:
-                out.append(hook_shell_message(rng, turn, next(iter(called.values()))))
+                hook = hook_shell_message(rng, turn, next(iter(called.values())))
+                out += [hook] if "hook_shell" in on else []
         elif role == "tool":
-            call_id = message.get("tool_call_id")
-            content = wrapped_result(content_text(message.get("content")))
-            out.append({"role": "tool", "name": names.get(call_id, ""), "tool_call_id": call_id, "content": content})
+            out.append(_result(message, names, on))
             following = messages[turn + 1] if turn + 1 < len(messages) else None
             if following is not None and following.get("role") == "assistant" and rng.random() < STEER_SHARE:
-                out.append({"role": "user", "content": rng.choice(STEERING)})
+                steering = {"role": "user", "content": rng.choice(STEERING)}
+                out += [steering] if "steering" in on else []
         else:
             out.append({k: v for k, v in message.items()})
     return out

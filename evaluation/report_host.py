@@ -53,6 +53,11 @@ def host_section(arms: list[Arm], plain: list[Run], host: list[Run], settings: S
     return {"workloads": sorted({r.workload for r in host}), "arms": rows}
 
 
+def calls_only_section(arms: list[Arm], runs: list[Run], settings: Settings) -> dict[str, Any]:
+    """Per configuration that ran, the figures of the replay that changes only the call shape."""
+    return {"arms": _totals(arms, runs, settings, ("cost", "evidence_line_miss", "boundaries"))}
+
+
 def tight_section(arms: list[Arm], runs: list[Run], settings: Settings, shape: dict[str, Any]) -> dict[str, Any]:
     """Per arm, the tight-window scenario's figures (issue 29's baseline), with the scenario's shape."""
     totals = _totals(arms, runs, settings, TIGHT_KEYS)
@@ -116,7 +121,45 @@ def host_markdown(data: dict[str, Any]) -> list[str]:
         "them). Evidence miss reads decoded arguments and unwrapped results, so it is measured on the same "
         "lines in both replays. Each bill is against its own replay's `none`."
     )
-    return ["", "## Plain and host-shaped replays, side by side", "", intro, "", *_table(headers, rows), ""]
+    table = ["", "## Plain and host-shaped replays, side by side", "", intro, "", *_table(headers, rows), ""]
+    return table + calls_only_markdown(data)
+
+
+def _calls_only_rows(data: dict[str, Any]) -> list[tuple[str, dict, dict, dict]]:
+    """(configuration, plain, calls only, host-shaped figures) for each configuration replayed all three ways."""
+    host, calls = data.get("host"), data.get("host_calls")
+    if not host or not calls:
+        return []
+    ran = _ran(data, host)
+    return [(n, ran[n]["plain"], c, ran[n]["host"]) for n, c in calls["arms"].items() if n in ran]
+
+
+def calls_only_markdown(data: dict[str, Any]) -> list[str]:
+    """report.md's comparison of the plain replay, the call shape alone and the whole host shape."""
+    rows = _calls_only_rows(data)
+    if not rows:
+        return []
+    headers = ["configuration", "evidence line miss: plain", "call shape alone", "host-shaped"]
+    headers += ["boundaries: plain", "call shape alone", "host-shaped", "bill: call shape alone / plain"]
+    cells = []
+    for name, plain, calls, host in rows:
+        cells.append(
+            [name, *(cell("evidence_line_miss", f["evidence_line_miss"]) for f in (plain, calls, host))]
+            + [cell("boundaries", f["boundaries"]) for f in (plain, calls, host)]
+            + [f"{calls['cost'] / plain['cost']:.2f}x" if plain["cost"] else "n/a"]
+        )
+    intro = (
+        "The same sessions a third way, for the configurations a user picks between: only the calls stored as "
+        "the orchestrators store them (`{id, tool, arguments: {...}}` beside text and tool_call content blocks), "
+        "nothing else changed. What remains between this column and the host-shaped one is the session "
+        "the host makes (wrapped results, hook-shell messages, steering, thinking blocks, reminders), not "
+        "how the module reads it. The module's default `token_counter: estimate` is the original's "
+        "`len(str(message)) // 4`: it sizes a call stored twice (in `tool_calls` and as a content block) "
+        "twice, so it compacts somewhat earlier under this shape; `python -m evaluation.studies.host_parity` "
+        "takes the host's changes one at a time, and with `--module-counter content` the call shape alone "
+        "decides exactly as the plain replay."
+    )
+    return ["### The call shape alone", "", intro, "", *_table(headers, cells), ""]
 
 
 def tight_markdown(data: dict[str, Any]) -> list[str]:
@@ -157,7 +200,17 @@ def host_terminal(data: dict[str, Any]) -> list[str]:
     heads = ["configuration", "bill vs none", "evidence miss", "over window", "invalid"]
     n = plural(len(section["workloads"]), "transcript")
     title = f"Plain | host-shaped replay ({n} as loop-streaming stores them):"
-    return [title[:TERMINAL_WIDTH], *_aligned(heads, cells)]
+    return [title[:TERMINAL_WIDTH], *_aligned(heads, cells), *calls_only_terminal(data)]
+
+
+def calls_only_terminal(data: dict[str, Any]) -> list[str]:
+    """Evidence miss with the call shape alone beside the plain and host-shaped replays (terminal)."""
+    rows = _calls_only_rows(data)
+    if not rows:
+        return []
+    heads = ["configuration", "plain", "call shape alone", "host-shaped"]
+    cells = [[n, *(cell("evidence_line_miss", f["evidence_line_miss"]) for f in fs)] for n, *fs in rows]
+    return ["Evidence miss, the orchestrators' call shape alone (report.md):", *_aligned(heads, cells)]
 
 
 def _aligned(heads: list[str], cells: list[list[str]]) -> list[str]:

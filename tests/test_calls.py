@@ -7,10 +7,12 @@ as the JSON of the whole result object. Each test below failed before calls.py.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 
 import pytest
+from amplifier_core import HookRegistry
 from amplifier_core.models import ToolResult
 
 from amplifier_module_context_simple import SimpleContextManager
@@ -43,8 +45,22 @@ def shapes(call_id: str, name: str, args: dict) -> dict[str, dict]:
 
 
 def wrapped(output: object, success: bool = True, error: dict | None = None) -> str:
-    """A result as loop-streaming stores it on amplifier-core 2.0.x: the JSON of the whole result object."""
+    """The JSON of the whole result object, in ``model_dump()``'s own key order."""
     return json.dumps(ToolResult(success=success, output=output, error=error).model_dump())
+
+
+def kernel_wrapped(output: object, success: bool = True, error: dict | None = None) -> str:
+    """A result exactly as loop-streaming stores it on amplifier-core 2.0.x: it emits ``tool:post`` with the
+    result's ``model_dump()``, the kernel hands back a copy (keys sorted), and the loop stores its JSON."""
+    data = {"tool_name": "bash", "result": ToolResult(success=success, output=output, error=error).model_dump()}
+
+    async def emit() -> object:
+        return (await HookRegistry().emit("tool:post", data)).data["result"]
+
+    return json.dumps(asyncio.run(emit()))
+
+
+WRAPPERS = {"model_dump order": wrapped, "as the kernel returns it": kernel_wrapped}
 
 
 # ----- the reading -----------------------------------------------------------------------------------
@@ -93,10 +109,11 @@ def test_a_call_only_in_content_blocks_is_read_too() -> None:
 # ----- wrapped results -------------------------------------------------------------------------------
 
 
-def test_a_wrapped_result_reads_as_its_output_and_error() -> None:
+@pytest.mark.parametrize("wrapped", WRAPPERS.values(), ids=WRAPPERS.keys())
+def test_a_wrapped_result_reads_as_its_output_and_error(wrapped) -> None:
     assert unwrap_result(wrapped("line one\nline two")) == "line one\nline two"
     structured = {"stdout": "ok", "returncode": 0}
-    assert unwrap_result(wrapped(structured)) == ToolResult(output=structured).get_serialized_output()
+    assert json.loads(unwrap_result(wrapped(structured))) == structured  # as amplifier-core serializes it
     failed = wrapped(None, success=False, error={"message": "no such file: a.py"})
     assert unwrap_result(failed) == "no such file: a.py"  # the output it was given (the error) said once
     both = wrapped("partial output", success=False, error={"message": "timed out after 30s"})
@@ -105,7 +122,14 @@ def test_a_wrapped_result_reads_as_its_output_and_error() -> None:
         assert unwrap_result(other) is None
 
 
-def test_wrapped_results_feed_the_ledger_their_lines_and_are_sent_as_stored() -> None:
+def test_the_kernel_hands_back_the_result_with_its_keys_sorted() -> None:
+    """The fact the wrapped readers depend on (amplifier-core 2.0.2): what loop-streaming stores opens with
+    "error", not with model_dump()'s "success"."""
+    assert kernel_wrapped("x") == '{"error": null, "output": "x", "success": true}'
+
+
+@pytest.mark.parametrize("wrapped", WRAPPERS.values(), ids=WRAPPERS.keys())
+def test_wrapped_results_feed_the_ledger_their_lines_and_are_sent_as_stored(wrapped) -> None:
     def session(wrap: bool) -> list[dict]:
         messages = [{"role": "system", "content": "sys"}, {"role": "user", "content": "Fix the flaky loader please."}]
         for k in range(12):

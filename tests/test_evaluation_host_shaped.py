@@ -11,6 +11,7 @@ from evaluation.arms import arm_by_name
 from evaluation.driver import Settings, replay
 from evaluation.evidence import EvidenceIndex, tokens
 from evaluation.host_shaped import (
+    PARTS,
     STATUS,
     STEERING,
     TODO,
@@ -74,6 +75,30 @@ def test_every_result_is_the_json_of_the_whole_result_object_on_one_line():
             )  # the kernel's copy has its keys sorted; json.dumps' default separators
             assert "\n" not in stored["content"] and stored["content"].isascii()
             assert stored["name"] == names[stored["tool_call_id"]]
+
+
+def test_each_part_of_the_host_shape_changes_only_what_it_names():
+    """The study of one change at a time (evaluation/studies/host_parity.py) relies on it: a part on
+    its own adds exactly the messages, or makes exactly the changes, it makes with every part on."""
+
+    def added(messages: list[dict]) -> list[dict]:
+        return [m for m in messages if m.get("metadata") or m.get("content") in STEERING]
+
+    for plain, full in shaped_all(seed=2):
+        assert host_shape(plain, 2, PARTS) == full and host_shape(plain, 2, ()) == plain
+        wrapped = host_shape(plain, 2, ("wrapped",))
+        assert [m["content"] for m in wrapped] == [
+            wrapped_result(m["content"]) if m["role"] == "tool" else m["content"] for m in plain
+        ]
+        for part, kind in (("hook_shell", "system"), ("steering", "user")):
+            alone = host_shape(plain, 2, (part,))
+            assert [m for m in added(alone)] == [m for m in added(full) if m["role"] == kind]
+            assert [m for m in alone if m not in added(alone)] == plain
+        calls = host_shape(plain, 2, ("calls", "thinking"))
+        assert [m for m in calls if m["role"] == "assistant"] == [m for m in full if m["role"] == "assistant"]
+        assert [m for m in calls if m["role"] != "assistant"] == [m for m in plain if m["role"] != "assistant"]
+    with pytest.raises(ValueError, match="unknown host part"):
+        host_shape(SMALL.messages, 0, ("calls", "callz"))
 
 
 def test_hook_shell_messages_sit_between_a_call_and_its_results():
@@ -250,5 +275,32 @@ def test_the_main_run_reports_the_host_shaped_replay_beside_the_plain_one(tmp_pa
     assert "Plain | host-shaped replay (1 transcript as" in out
     md = (tmp_path / "report.md").read_text()
     assert "## Plain and host-shaped replays, side by side" in md and "| progressive | " in md
+    calls = data["host_calls"]  # the call shape alone, for the configurations a user picks between
+    assert list(calls["arms"]) == ["progressive"] and calls["runs"] == 1
+    assert calls["arms"]["progressive"]["boundaries"] > 0
+    assert "### The call shape alone" in md and "the orchestrators' call shape alone" in out
     assert main([*argv, "--no-host", "--no-plots", "--out", str(tmp_path)]) == 0
-    assert "host" not in json.loads((tmp_path / "report.json").read_text())
+    assert not {"host", "host_calls"} & set(json.loads((tmp_path / "report.json").read_text()))
+
+
+def test_a_truncated_wrapped_result_keeps_the_lines_its_head_shows_as_a_plain_one_does():
+    """The module cuts a wrapped result's stored text (escaped JSON, one line): the agent still reads the
+    output lines the head shows, so the line metric counts them as it does in a plain result cut alike."""
+    from amplifier_module_context_simple.tool_results import format_truncated
+
+    output = "\n".join(f"row {k}: value_{k} in src/pkg/mod_{k}.py" for k in range(40))
+    answer = {"role": "assistant", "content": "Open src/pkg/mod_2.py next."}
+    for stored in (output, wrapped_result(output)):
+        call = {"id": "c1", "type": "function", "function": {"name": "read", "arguments": "{}"}}
+        session = [
+            {"role": "user", "content": "Look at the rows please."},
+            {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "content": stored},
+        ]
+        index = EvidenceIndex()
+        for m in session:
+            index.add(m)
+        cut = {**session[2], "content": format_truncated(stored, 300, "head", "not kept")}
+        assert "src/pkg/mod_2.py" in cut["content"] and "mod_39" not in cut["content"]
+        score = index.score([session[0], session[1], cut], answer)
+        assert (score.needed, score.line_kept, score.token_kept) == (1, 1, 1), stored[:20]

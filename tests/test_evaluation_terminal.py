@@ -32,6 +32,8 @@ COMMANDS = [
     "evaluation.studies.tail_retention",
     "evaluation.studies.clear_at_least_gate",
     "evaluation.studies.tight_window",
+    "evaluation.studies.calls_kept",
+    "evaluation.studies.host_parity",
 ]
 
 

@@ -145,7 +145,7 @@ def test_a_huge_single_line_result_costs_a_bounded_boundary():
     ctx = SimpleContextManager(evidence_ledger_share=0.5)
     big = {"role": "tool", "tool_call_id": "x", "content": "token_" + "ab12" * 1_250_000, "metadata": {"_seq": 5}}
     lines = ctx._ledger_lines(big)
-    assert all(len(line) <= 2_000 for line, _tokens, _priority in lines)
+    assert all(len(line[0]) <= 2_000 for line in lines)
     many = {
         "role": "tool",
         "tool_call_id": "y",

@@ -117,6 +117,26 @@ def test_regen_golden_shows_what_would_change_and_writes_only_when_asked(golden_
     assert regen_golden.main([]) == 0 and "match" in capsys.readouterr().out
 
 
+def test_regen_golden_evidence_rewrites_only_the_evidence_file(golden_copy, tmp_path, monkeypatch, capsys):
+    """``--evidence`` compares and rewrites the presets' golden file, never the default's."""
+    path = tmp_path / "golden_evidence_views.json"
+    path.write_text(regen_golden.EVIDENCE_PATH.read_text(encoding="utf-8"), encoding="utf-8")
+    monkeypatch.setattr(regen_golden, "EVIDENCE_PATH", path)
+    hashes = regen_golden.load_evidence_golden()
+    changed = {**hashes, sorted(hashes)[-1]: "1" * 64}
+
+    async def compute() -> dict[str, str]:
+        return changed
+
+    monkeypatch.setattr(regen_golden, "compute_evidence_golden", compute)
+    default_before, before = golden_copy.read_text(encoding="utf-8"), path.read_text(encoding="utf-8")
+    assert regen_golden.main(["--evidence"]) == 1 and path.read_text(encoding="utf-8") == before
+    assert f"changed: {sorted(hashes)[-1]}" in capsys.readouterr().out
+    assert regen_golden.main(["--evidence", "--write"]) == 0
+    assert json.loads(path.read_text(encoding="utf-8"))["hashes"] == changed
+    assert golden_copy.read_text(encoding="utf-8") == default_before  # the default's file is untouched
+
+
 def test_review_sweep_refuses_an_unknown_configuration_in_one_line(capsys):
     from tests import review_sweep
 

@@ -81,6 +81,23 @@ def test_no_counter_grows_with_an_images_base64(o200k: Counter) -> None:
     assert o200k(small) == o200k(large)
 
 
+def test_no_counter_counts_a_call_stored_twice_twice(o200k: Counter) -> None:
+    """Amplifier's orchestrators store each call in ``tool_calls`` and again as a content block with the
+    same id; a provider is sent it once, so every counter counts it once (the estimator counted both)."""
+    command = "python -m pytest tests/test_job.py -q -x " * 40
+    once = {
+        "role": "assistant",
+        "content": [{"type": "text", "text": "Running the tests."}],
+        "tool_calls": [{"id": "c1", "tool": "bash", "arguments": {"command": command}}],
+    }
+    block = {"type": "tool_call", "id": "c1", "name": "bash", "input": {"command": command}}
+    twice = {**once, "content": [*once["content"], block]}
+    other = {**once, "content": [*once["content"], {**block, "id": "c2"}]}  # another call: counted
+    for count in (estimate_count, content_count, o200k):
+        assert count(twice) == count(once) < count(other), count
+    assert len(str(twice)) // 4 > estimate_count(once) + 100  # what the original estimator claimed
+
+
 # --- known counts ---------------------------------------------------------------------------------
 
 
