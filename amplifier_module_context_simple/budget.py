@@ -156,10 +156,15 @@ def warn_over_budget(
     target: int,
     protected_recent: float,
     protected_tool_results: int,
+    floor: str = "",
+    yields: str = "",
 ) -> None:
-    """The OVER BUDGET warning, naming what could not be reduced (the original's wording)."""
+    """The OVER BUDGET warning, naming what could not be reduced: the original's wording, or with ``floor``
+    (floor.floor_text) the parts of the view, largest first; ``yields`` names what the last rung gave up."""
     if system_tokens > budget:
         cause = f"the system prompt ALONE is {system_tokens:,} tokens, an un-reducible floor"
+    elif floor:
+        cause = f"what no level may reduce does not fit: the floor's largest part is {floor}"
     else:
         cause = (
             "what no level may reduce does not fit: the protected floor (system messages, first and last "
@@ -167,6 +172,8 @@ def warn_over_budget(
             f"protected_tool_results={protected_tool_results}), tool groups reaching into it, and "
             "content no level rewrites (results of exempt tools, non-text results)"
         )
+    if yields:
+        cause += f"; the protections yielded: {yields}"
     logger.warning(
         "context-simple: Compaction finished OVER BUDGET at level %d: %s tokens against a budget of %s "
         "(%.0f%% of budget, target %s); %s",

@@ -154,6 +154,15 @@ def _value_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, default=str)
 
 
+def wrapped_output(text: str) -> tuple[dict[str, Any], str] | None:
+    """A wrapped result object and its output, when ``text`` is one whose output is a string (the last
+    rung clips that output and writes the object back: floor.py)."""
+    if unwrap_result(text) is None:
+        return None
+    value = json.loads(text)
+    return (value, value["output"]) if isinstance(value["output"], str) else None
+
+
 def unwrap_result(text: str) -> str | None:
     """The output text (then the error's message, when the output does not already say it) of a wrapped
     result object; None when ``text`` is not one."""

@@ -116,6 +116,9 @@ DEFAULTS: dict[str, Any] = {
     "recall_tool": False,  # mount the context_recall tool (recall.py)
     # The newest user messages within this share of the budget are never stubbed (presets set it).
     "user_words_share": 0.0,
+    # Recency protected in tokens (a share of the budget), not in messages, and the last rung aiming at the
+    # budget (ladder.py, floor.py); off: the original's rules (presets set it).
+    "protect_in_tokens": False,
     "preset": None,
     # Carried by amplifier-foundation's standard bundles (auto_compact: true): accepted and changes nothing,
     # since this module compacts each request's view whenever it is over the threshold (as the original).
@@ -394,6 +397,7 @@ _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "evidence_ledger_segments": boolean,
     "recall_tool": boolean,
     "user_words_share": _strict_fraction(high=0.9),
+    "protect_in_tokens": boolean,
     "preset": preset_name,
 }
 # One rule for every numeric key: a number written as a string is that number (with a warning).

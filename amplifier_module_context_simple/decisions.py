@@ -15,7 +15,7 @@ the current object (:class:`DecisionAttribute`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, NamedTuple
 
 
 @dataclass(eq=False)
@@ -26,6 +26,7 @@ class Decisions:
     _removed_seqs: set[int] = field(default_factory=set)
     _truncated_seqs: set[int] = field(default_factory=set)
     _stubbed_seqs: set[int] = field(default_factory=set)
+    _clipped_seqs: dict[int, int] = field(default_factory=dict)  # the last rung's clips: _seq -> tokens (floor.py)
     _ledger: tuple[int, str, int] | None = None  # (anchor seq, text, removals covered): evidence.py
     _ledger_segments: tuple[tuple[int, str, int, int], ...] = ()  # kept segments: ledger_segments.py
     _sticky_level: int = 0
@@ -52,6 +53,35 @@ class Decisions:
     _summary_absorbed_count: int = 0
     _summary_armed: bool = True
     _summary_cooldown_left: int = 0
+
+    # ----- the sticky sets (the manager's ``_record_removed`` and clear-at-least's rollback use these) -----
+
+    def has_sticky(self) -> bool:
+        return bool(self._removed_seqs or self._truncated_seqs or self._stubbed_seqs or self._clipped_seqs)
+
+    def record_removed(self, seq: int) -> None:
+        """A removal supersedes every other decision about that message."""
+        self._removed_seqs.add(seq)
+        self._truncated_seqs.discard(seq)
+        self._stubbed_seqs.discard(seq)
+        self._clipped_seqs.pop(seq, None)
+
+    def sticky_snapshot(self) -> Sticky:
+        sets = (self._removed_seqs, self._truncated_seqs, self._stubbed_seqs)
+        return Sticky(*map(frozenset, sets), tuple(sorted(self._clipped_seqs.items())))
+
+    def restore_sticky(self, sticky: Sticky) -> None:
+        self._removed_seqs, self._truncated_seqs, self._stubbed_seqs = map(set, sticky[:3])
+        self._clipped_seqs = dict(sticky.clipped)
+
+
+class Sticky(NamedTuple):
+    """The sticky sets at one moment (clear-at-least rolls a refused escalation back to them)."""
+
+    removed: frozenset[int]
+    truncated: frozenset[int]
+    stubbed: frozenset[int]
+    clipped: tuple[tuple[int, int], ...] = ()
 
 
 NAMES: tuple[str, ...] = tuple(f.name for f in fields(Decisions))

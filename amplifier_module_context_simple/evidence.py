@@ -10,6 +10,7 @@ this module calls the ladder exactly as before and changes nothing.
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 
@@ -17,6 +18,7 @@ from . import evidence_text as et
 from . import ledger
 from . import ledger_segments as segs
 from .estimate import seq_of
+from .floor import Goals, yield_floor
 from .ladder import LadderPlan, plan_compaction
 from .recall import NOTE as RECALL_NOTE
 from .recall import recall_traffic
@@ -34,12 +36,22 @@ class EvidenceMixin:
     """The ledger's state on SimpleContextManager: ``_ledger`` = (anchor seq, text, removals covered)."""
 
     def _plan_compaction(
-        self, working: list[Message], system_tokens: int, target: int, user_words: int = 0
+        self, working: list[Message], system_tokens: int, target: int, user_words: int = 0, budget: int | None = None
     ) -> LadderPlan:
         """The ladder; in evidence mode it leaves the ledger's share free, and the ledger fills it. The
-        newest user messages within ``user_words`` tokens are never stubbed."""
+        newest user messages within ``user_words`` tokens are never stubbed. With ``budget``, the
+        protections (in messages or tokens) and the last rung's goals follow it (floor.py)."""
         share = self.evidence_ledger_share
-        ladder_args = (self.protected_recent, self.protected_tool_results, self._ladder_ops(), user_words)
+        protections, goals = self._floor_settings(budget)
+        rung = functools.partial(yield_floor, goals=goals) if goals != Goals() else None
+        ladder_args = (
+            self.protected_recent,
+            self.protected_tool_results,
+            self._ladder_ops(),
+            user_words,
+            protections,
+            rung,
+        )
         if share <= 0:
             if self._ledger is not None or self._ledger_segments:
                 # The ledger was turned off (preset = None, a snapshot restored into the default): what it
@@ -50,10 +62,10 @@ class EvidenceMixin:
             return plan_compaction(working, system_tokens, target, *ladder_args)
         working = [m for m in working if not ledger.is_ledger(m)]  # re-decided below
         plan = plan_compaction(working, system_tokens, target - int(target * share), *ladder_args)
-        self._add_ledger(plan, target)
+        self._add_ledger(plan, target, plan.goal if plan.goal is not None else min(goals.must, default=None))
         return plan
 
-    def _add_ledger(self, plan: LadderPlan, target: int) -> None:
+    def _add_ledger(self, plan: LadderPlan, target: int, cap: int | None = None) -> None:
         """Decide the ledger of every removed (or stubbed) message so far and put it in the plan's view;
         with ``evidence_ledger_segments``, a new segment of those gone since the kept ones (ledger_segments.py)."""
         removed = self._removed_seqs | plan.removed
@@ -79,6 +91,8 @@ class EvidenceMixin:
         ceiling = int(target / self.target_usage * self.compact_threshold * LEDGER_CEILING) - plan.total
         empty_tokens = self._counts().count(empty)
         room = min(max(target - plan.total, reserve), ceiling) - empty_tokens
+        if cap is not None:
+            room = min(room, cap - plan.total - empty_tokens)  # the last rung's goal holds: the ledger yields first
         kept = segs.make_room(kept, room, self._segment_cost)
         start = segs.start_of_new(kept)
         new = {q for q in gone if q >= start or q not in before}  # with those that reach back, if any

@@ -8,11 +8,16 @@ after it (steering included: :func:`replay.turn_prompt_index`), the most recent
 ``protected_recent`` fraction of messages, the last ``protected_tool_results`` tool results, the
 messages that loaded tools and the newest persisted reminder (:func:`pinned_indices`), and every
 tool group as one unit.
+
+With token protections (``protect_in_tokens``, :class:`Protections`) recency is a share of the budget's
+tokens instead of a share of the messages, the last ``protected_tool_results`` results are protected only
+within that share, and the newest tool group is never removed or truncated by a level (floor.py yields
+it last).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container
+from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +40,19 @@ class LadderOps:
     is_real_user: Callable[[Message], bool]
     # ``_seq`` of the turn's prompt in the stored history (replay.turn_prompt_seq); None: read from the list.
     turn_start: int | None = None
+    # The last rung's clip of a result to about ``tokens`` (head and tail); None: nothing is clipped.
+    clip: Callable[[Message, int], Message] | None = None
+
+
+@dataclass(frozen=True)
+class Protections:
+    """How recency is measured: ``recent_tokens`` None protects a share of the messages (the original's
+    rule); a number of tokens (the budget) protects the newest messages within that share of it."""
+
+    recent_tokens: int | None = None
+
+
+MESSAGES = Protections()
 
 
 @dataclass
@@ -47,6 +65,9 @@ class LadderPlan:
     truncated: set[int] = field(default_factory=set)
     removed: set[int] = field(default_factory=set)
     stubbed: set[int] = field(default_factory=set)
+    clipped: dict[int, int] = field(default_factory=dict)  # the newest group's results cut to tokens (floor.py)
+    yields: dict[str, int] = field(default_factory=dict)  # what the last rung yielded (floor.Yields.stats)
+    goal: int | None = None  # the total the last rung worked to (floor.py), when it ran
 
 
 def last_results(tool_result_indices: list[int], keep: int) -> set[int]:
@@ -136,6 +157,14 @@ def pinned_indices(messages: list[Message]) -> set[int]:
     return pinned
 
 
+def newest_group(messages: list[Message]) -> tuple[int, ...]:
+    """Indices of the newest tool group (its calls and results), or () when there is none."""
+    for index in range(len(messages) - 1, -1, -1):
+        if has_tool_calls(messages[index]):
+            return tool_groups(messages).get(index, (index,))
+    return ()
+
+
 def _from(message: Message, start: int) -> bool:
     """A stored message at or after ``_seq`` ``start``."""
     seq = seq_of(message)
@@ -149,13 +178,52 @@ def _injected(message: Message) -> bool:
 class _Run:
     """One ladder pass: the working list, its running exact total and the decisions so far."""
 
-    def __init__(self, messages: list[Message], total: int, target: int, ops: LadderOps, user_words: int = 0) -> None:
+    def __init__(
+        self,
+        messages: list[Message],
+        total: int,
+        target: int,
+        ops: LadderOps,
+        user_words: int = 0,
+        protections: Protections = MESSAGES,
+    ) -> None:
         self.messages = messages
         self.total = total
         self.target = target
         self.ops = ops
         self.user_words = user_words
+        self.protections = protections
         self.plan = LadderPlan(messages, total, 1)
+
+    def recent_start(self, share: float) -> int:
+        """Where the protected recent tail starts: the last ``share`` of the messages (the original's rule);
+        with token protections, of those only the newest that fit ``share`` of the budget's tokens."""
+        n = len(self.messages)
+        by_messages = max(0, int(n * (1 - share)))
+        if self.protections.recent_tokens is None:
+            return by_messages
+        left = int(self.protections.recent_tokens * share)
+        start = n
+        while start > by_messages and (cost := self.ops.count(self.messages[start - 1])) <= left:
+            left -= cost
+            start -= 1
+        return start
+
+    def protected_results(self, keep: int, share: float) -> set[int]:
+        """Tool results no wave truncates: the last ``keep`` (the original's rule); with token protections,
+        of those only the newest that fit ``share`` of the budget's tokens, and the newest group's always."""
+        if self.protections.recent_tokens is None:
+            return protected_tool_indices(self.messages, keep)
+        newest = {i for i in newest_group(self.messages) if self.messages[i].get("role") == "tool"}
+        left = int(self.protections.recent_tokens * share)
+        kept: set[int] = set()
+        for index in sorted(protected_tool_indices(self.messages, keep), reverse=True):
+            cost = self.ops.count(self.messages[index])
+            if cost > left:
+                break
+            left -= cost
+            kept.add(index)
+        return kept | newest
 
     def kept_words(self) -> set[int]:
         """The newest real user messages whose tokens fit ``user_words`` together: never stubbed, so the
@@ -204,22 +272,31 @@ class _Run:
             if new is message:
                 continue  # exempt, short or not text
             self._replace(index, new)
-            if (seq := seq_of(message)) is not None:
-                self.plan.truncated.add(seq)
+            self._record_truncated(message)
 
-    def truncate_slice(self, start: float, stop: float | None, protected_count: int) -> None:
+    def _record_truncated(self, message: Message) -> None:
+        if (seq := seq_of(message)) is not None:
+            self.plan.truncated.add(seq)
+
+    def _record_clip(self, message: Message, tokens: int) -> None:
+        if (seq := seq_of(message)) is not None:
+            self.plan.clipped[seq] = tokens
+
+    def truncate_slice(self, start: float, stop: float | None, protected_count: int, share: float) -> None:
         tools = [i for i, m in enumerate(self.messages) if m.get("role") == "tool"]
         n = len(tools)
         chosen = tools[int(n * start) : (int(n * stop) if stop is not None else n)]
-        self.truncate_wave(chosen, protected_tool_indices(self.messages, protected_count))
+        self.truncate_wave(chosen, self.protected_results(protected_count, share))
 
     def remove(self, protected_recent: float) -> None:
         """Remove old messages, whole tool groups at a time, then stub intermediate user turns."""
         n = len(self.messages)
         first_user, turn = self.user_bounds()
-        protected = set(range(max(0, int(n * (1 - protected_recent))), n)) | {first_user} | turn
+        protected = set(range(self.recent_start(protected_recent), n)) | {first_user} | turn
         if n and has_tool_calls(self.messages[-1]):
             protected.add(n - 1)  # calls in flight (protected_recent=0): their results would arrive orphaned
+        if self.protections.recent_tokens is not None:
+            protected |= set(newest_group(self.messages))  # the floor: what the model is about to read
         groups = tool_groups(self.messages)
         protected |= set(groups.get(_latest_thinking_call(self.messages), ()))
         for index in pinned_indices(self.messages):
@@ -255,6 +332,7 @@ class _Run:
                 self.plan.removed.add(seq)
                 self.plan.truncated.discard(seq)
                 self.plan.stubbed.discard(seq)
+                self.plan.clipped.pop(seq, None)
         self.messages[:] = [m for i, m in enumerate(self.messages) if i not in doomed]
 
     def _stub(self, index: int) -> None:
@@ -276,7 +354,7 @@ class _Run:
         """Stub long user turns that are neither first, last nor recent, oldest first."""
         n = len(self.messages)
         first_user, turn = self.user_bounds()
-        boundary = int(n * (1 - protected_recent))
+        boundary = self.recent_start(protected_recent)
         kept = (self.kept_words() if self.user_words > 0 else set()) | turn | {first_user}
         for index in range(min(boundary, n)):
             if self.fits():
@@ -294,7 +372,7 @@ class _Run:
             self._stub(first_user)
         if self.fits():
             return
-        boundary = int(len(self.messages) * (1 - protected_recent * 0.3))
+        boundary = self.recent_start(protected_recent * 0.3)
         doomed: set[int] = set()
         for index, message in enumerate(self.messages[:boundary]):
             if self.fits():
@@ -313,10 +391,12 @@ def apply_decisions(
     stubbed: Container[int],
     truncate: Callable[[Message], Message],
     stub: Callable[[Message], Message],
+    clipped: Mapping[int, int] | None = None,
+    clip: Callable[[Message, int], Message] | None = None,
 ) -> list[Message]:
     """``non_system`` with the recorded decisions replayed: removed messages left out, with the tool
     results that follow them (repair-made, or stored after the ladder removed their call: never an
-    orphan), truncated and stubbed ones rewritten by ``truncate`` and ``stub``."""
+    orphan), truncated, stubbed and clipped ones rewritten by ``truncate``, ``stub`` and ``clip``."""
     working = []
     dropping = False  # the last stored message was removed: the results that follow it go with it
     for message in non_system:
@@ -332,6 +412,8 @@ def apply_decisions(
             continue
         if seq in truncated:
             message = truncate(message)
+        elif clipped and seq in clipped and clip is not None:
+            message = clip(message, clipped[seq])
         elif seq in stubbed:
             message = stub(message)
         working.append(message)
@@ -346,18 +428,22 @@ def plan_compaction(
     protected_tool_results: int,
     ops: LadderOps,
     user_words: int = 0,
+    protections: Protections = MESSAGES,
+    last_rung: Callable[[_Run, int], dict[str, int]] | None = None,
 ) -> LadderPlan:
     """Run levels 1-8 over ``messages`` (already carrying sticky decisions) until ``target`` fits; the
-    newest user messages within ``user_words`` tokens are never stubbed."""
-    run = _Run(list(messages), system_tokens + sum(ops.count(m) for m in messages), target, ops, user_words)
-    keep = protected_tool_results
+    newest user messages within ``user_words`` tokens are never stubbed. ``last_rung`` (floor.py), given
+    the run and the system tokens after level 8 when it does not fit, lets the protections yield."""
+    total = system_tokens + sum(ops.count(m) for m in messages)
+    run = _Run(list(messages), total, target, ops, user_words, protections)
+    keep, share = protected_tool_results, protected_recent
     steps: list[Callable[[], None]] = [
-        lambda: run.truncate_slice(0.0, 0.25, keep),
-        lambda: run.truncate_slice(0.25, 0.5, keep),
+        lambda: run.truncate_slice(0.0, 0.25, keep, share),
+        lambda: run.truncate_slice(0.25, 0.5, keep, share),
         lambda: run.remove(protected_recent),
-        lambda: run.truncate_slice(0.5, 0.75, keep),
+        lambda: run.truncate_slice(0.5, 0.75, keep, share),
         lambda: run.remove(protected_recent * 0.6),
-        lambda: run.truncate_slice(0.0, None, keep),
+        lambda: run.truncate_slice(0.0, None, keep, share),
         lambda: run.remove(protected_recent * 0.3),
     ]
     for level, step in enumerate(steps, start=1):
@@ -368,6 +454,8 @@ def plan_compaction(
     run.plan.level = 8
     if not run.fits():
         run.last_resort(protected_recent)
+    if last_rung is not None and not run.fits():
+        run.plan.yields = last_rung(run, system_tokens)
     return _finish(run)
 
 

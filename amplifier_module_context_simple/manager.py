@@ -17,12 +17,23 @@ from typing import Any
 from . import clear_at_least as cal
 from .budget import BudgetMixin, BudgetReading, effective_budget, warn_over_budget
 from .config import COMPACTION_STRATEGY_SUMMARY, DEFAULTS, check_token_budget, parse_clear_at_least
-from .decisions import Decisions, install
+from .decisions import Decisions, Sticky, install
 from .estimate import CountCache, estimate_tokens, seq_of
 from .evidence import EvidenceMixin
+from .floor import (
+    Goals,
+    Protected,
+    describe_floor,
+    floor_settings,
+    floor_text,
+    log_yields,
+    typical_result,
+    yields_text,
+)
 from .ingress import IngressClipper
 from .instructions import hoist_all, is_injected_instruction, split_instructions
-from .ladder import LadderOps, apply_decisions, last_results
+from .ladder import LadderOps, Protections, apply_decisions, last_results
+from .limit import InputLimit, input_limit
 from .live_options import LiveOptions
 from .notice import INJECTIONS_REMOVED_KEY, RECENT_RESULTS_REMOVED_KEY, notice_message, removed_recent_results
 from .presets import apply_preset
@@ -112,6 +123,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         evidence_ledger_segments: bool = _D["evidence_ledger_segments"],
         recall_tool: bool = _D["recall_tool"],
         auto_compact: bool = _D["auto_compact"],
+        protect_in_tokens: bool = _D["protect_in_tokens"],
     ) -> None:
         options = {k: v for k, v in locals().items() if k not in ("self", "hooks", "__class__")}
         self._apply_options(options)  # validated together; later assignments are validated one by one
@@ -141,6 +153,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         self._escalation_allowed = True
         self._budget_reading: BudgetReading | None = None
         self._budget_reported: BudgetReading | None = None
+        self._input_limit = InputLimit()  # the provider's input limit and its readings (limit.py)
         self._last_measured_prompt_tokens: int | None = None
         self._last_token_meter_stats: dict[str, Any] | None = None
         self._reset_meter_usage()
@@ -218,6 +231,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         self._evidence_reads = {}
         self._last_measured_prompt_tokens = None
         self._last_token_meter_stats = None
+        self._input_limit = InputLimit()
         self._reset_meter_usage()
         self._reset_compaction_state()
 
@@ -313,11 +327,13 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         # Once a compaction happened, keep its view (decisions, system messages in front) even when the
         # count is low: a measured count describes the last compacted view, and a budget that grew would
         # otherwise send the full history again (a non-append change) with no boundary and no event.
+        # A history past the provider's input limit takes the compacting path whatever the meter says.
         keep_sticky = self._has_sticky_state() or self._last_compaction_stats is not None
-        extended = self._view_cache.extend(self, working, budget, fire or keep_sticky, fire)
+        compact = fire or keep_sticky or self._past_limit(_estimated)
+        extended = self._view_cache.extend(self, working, budget, compact, fire)
         if extended is not None:
             return extended  # between boundaries: the last view plus what was appended (view_cache.py)
-        if not (fire or keep_sticky):
+        if not compact:
             return self._finalize_view(working)
         self._escalation_allowed = fire
         try:
@@ -427,7 +443,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
     # ----- compaction --------------------------------------------------------------------------
 
     def _has_sticky_state(self) -> bool:
-        return bool(self._removed_seqs or self._truncated_seqs or self._stubbed_seqs)
+        return self._decisions.has_sticky()
 
     async def _compact_ephemeral(self, budget: int, source_messages: list[Message] | None = None) -> list[Message]:
         """Apply sticky decisions; escalate the ladder only when they no longer keep the view under threshold."""
@@ -451,7 +467,8 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         working = self._with_ledger(self._apply_sticky_decisions(non_system))
         current = counts.total(system) + counts.total(working)
         target = int(budget * self.target_usage)
-        escalate = self._escalation_allowed and self._exceeds_threshold(current, budget)
+        # The trigger's escalation, or the provider's input limit (limit.py), which no meter mode overrides.
+        escalate = (self._escalation_allowed and self._exceeds_threshold(current, budget)) or self._past_limit(current)
         if not (escalate or swapped):
             return system + working
         baseline = system + working
@@ -461,7 +478,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
             return await self._finalize_compaction_with_stats(system, working, 0, before, budget, target)
         # A summary swap already makes this request a boundary: a further escalation costs no extra
         # rebuild, and refusing it would leave the swap's changed view without a compaction event.
-        required = 0 if swapped else self._clear_at_least_required(budget)
+        required = 0 if swapped or self._past_limit(current) else self._clear_at_least_required(budget)
         if required > 0:
             # Never compacted: the previous view was the history in place (system messages not
             # hoisted), so a refusal must return that order to stay append-only.
@@ -475,12 +492,43 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
                 "ledger_segments": self._ledger_segments,
                 "budget": budget,
             }
-        plan = self._plan_compaction(working, system_tokens, target, int(budget * self.user_words_share))
+        plan = self._plan_compaction(working, system_tokens, target, int(budget * self.user_words_share), budget)
         for seq in plan.removed:
             self._record_removed(seq)
         self._truncated_seqs |= plan.truncated - plan.removed
         self._stubbed_seqs |= plan.stubbed - plan.removed
-        return await self._finalize_compaction_with_stats(system, plan.messages, plan.level, before, budget, target)
+        self._clipped_seqs.update(plan.clipped)
+        return await self._finalize_compaction_with_stats(
+            system, plan.messages, plan.level, before, budget, target, plan.yields
+        )
+
+    # ----- the provider's input limit (limit.py) and the last rung (floor.py) -------------------
+
+    def _limit_goal(self) -> int | None:
+        """The largest view body the provider's input limit takes (limit.py); None with no window known."""
+        tail = self.compaction_notice_token_reserve if self.compaction_notice_enabled else 0
+        meter = (self._usage_events, self._last_measured_prompt_tokens, self._anchor_estimate)
+        return self._input_limit.goal(self._budget_reading, *meter, tail)
+
+    @property
+    def _input_readings(self) -> dict[str, Any]:
+        """The input limit's readings, as ``snapshot_state`` keeps them (state.py)."""
+        return self._input_limit.count.saved()
+
+    @_input_readings.setter
+    def _input_readings(self, saved: dict[str, Any]) -> None:
+        self._input_limit.count.restore(saved)
+
+    def _past_limit(self, count: int) -> bool:
+        goal = self._limit_goal()
+        return goal is not None and count > goal
+
+    def _floor_settings(self, budget: int | None) -> tuple[Protections, Goals]:
+        """The ladder's protections and the last rung's goals for this budget (floor.py)."""
+        if budget is None:
+            return Protections(), Goals()
+        typical = lambda: typical_result(self.messages, self._counts().count)  # noqa: E731
+        return floor_settings(budget, self.protect_in_tokens, self._limit_goal(), self.compact_threshold, typical)
 
     def _ladder_ops(self) -> LadderOps:
         return LadderOps(
@@ -489,7 +537,12 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
             stub=self._stub_user_message,
             is_real_user=is_real_user_message,
             turn_start=turn_prompt_seq(self.messages),
+            clip=self._clip_stored,
         )
+
+    def _clip_stored(self, message: Message, tokens: int) -> Message:
+        """The last rung's clip (head and tail): only of a stored result, whose ``_seq`` keeps it sticky."""
+        return message if seq_of(message) is None else self._clip_tool_result(message, tokens)
 
     def _truncate_stored(self, message: Message) -> Message:
         """The ladder's truncation: a repair-made result has no ``_seq`` to keep the decision sticky."""
@@ -497,20 +550,17 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
 
     def _apply_sticky_decisions(self, non_system: list[Message]) -> list[Message]:
         """Replay every recorded decision, with the same bytes as when it was made (ladder.py)."""
-        removed, truncated, stubbed = self._removed_seqs, self._truncated_seqs, self._stubbed_seqs
-        if not (removed or truncated or stubbed):
+        if not self._has_sticky_state():
             return list(non_system)
-        return apply_decisions(
-            non_system, removed, truncated, stubbed, self._truncate_tool_result, self._stub_user_message
-        )
+        sets = (self._removed_seqs, self._truncated_seqs, self._stubbed_seqs)
+        rewrite = (self._truncate_tool_result, self._stub_user_message, self._clipped_seqs, self._clip_tool_result)
+        return apply_decisions(non_system, *sets, *rewrite)
 
-    def _sticky_snapshot(self) -> tuple[frozenset[int], frozenset[int], frozenset[int]]:
-        return frozenset(self._removed_seqs), frozenset(self._truncated_seqs), frozenset(self._stubbed_seqs)
+    def _sticky_snapshot(self) -> Sticky:
+        return self._decisions.sticky_snapshot()
 
     def _record_removed(self, seq: int) -> None:
-        self._removed_seqs.add(seq)
-        self._truncated_seqs.discard(seq)
-        self._stubbed_seqs.discard(seq)
+        self._decisions.record_removed(seq)
 
     async def _finalize_compaction_with_stats(
         self,
@@ -520,6 +570,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         before: tuple[int, int],
         budget: int,
         target: int,
+        yields: dict[str, int] | None = None,
     ) -> list[Message]:
         """Judge (clear-at-least), warn if over budget, record the level and stats, emit the event."""
         final = system + working
@@ -530,7 +581,10 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
             if refused is not None:
                 return refused
         if final_tokens > budget:
-            self._warn_over_budget(level, final_tokens, budget, self._system_tokens_as_stored(system), target)
+            system_tokens = self._system_tokens_as_stored(system)
+            self._warn_over_budget(level, final_tokens, budget, system_tokens, target, working, yields)
+        if yields:
+            log_yields(yields, final_tokens, None if self.protect_in_tokens else input_limit(self._budget_reading))
         self._sticky_level = max(self._sticky_level, level)
         self._hoist_limit = self._next_seq
         stats = {
@@ -539,7 +593,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
             "before_messages": before[1],
             "after_messages": len(final),
             "messages_removed": len(self._removed_seqs),
-            "messages_truncated": len(self._truncated_seqs),
+            "messages_truncated": len(self._truncated_seqs) + len(self._clipped_seqs),
             "user_messages_stubbed": len(self._stubbed_seqs),
             "system_messages_preserved": len(system),
             "strategy_level": self._sticky_level,
@@ -555,6 +609,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         if injections := self._injections_removed():
             stats[INJECTIONS_REMOVED_KEY] = injections  # nor "all system messages"
         stats.update(self._evidence_stats(working))
+        stats.update(yields or {})
         self._last_compaction_stats = stats
         await self._emit("context:compaction", dict(stats))
         return final
@@ -571,9 +626,24 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         removed = self._removed_seqs
         return sum(1 for m in self.messages if is_injected_instruction(m) and seq_of(m) in removed) if removed else 0
 
-    def _warn_over_budget(self, level: int, final_tokens: int, budget: int, system_tokens: int, target: int) -> None:
+    def _warn_over_budget(
+        self,
+        level: int,
+        final_tokens: int,
+        budget: int,
+        system_tokens: int,
+        target: int,
+        working: list[Message] | None = None,
+        yields: dict[str, int] | None = None,
+    ) -> None:
+        """The OVER BUDGET warning; given the view's ``working`` messages, it names their largest parts."""
         knobs = (self.protected_recent, self.protected_tool_results)
-        warn_over_budget(level, final_tokens, budget, system_tokens, target, *knobs)
+        floor = ""
+        if working is not None and system_tokens <= budget:
+            user_words = int(budget * self.user_words_share)
+            protected = Protected(self._ladder_ops(), user_words, self._floor_settings(budget)[0], *knobs)
+            floor = floor_text(describe_floor(working, system_tokens, protected))
+        warn_over_budget(level, final_tokens, budget, system_tokens, target, *knobs, floor, yields_text(yields or {}))
 
     # ----- clear-at-least ----------------------------------------------------------------------
 
@@ -590,12 +660,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
             return None
         self._clear_at_least_last_refused = True
         self._clear_at_least_skips += 1
-        removed, truncated, stubbed = pending["sticky"]
-        self._removed_seqs, self._truncated_seqs, self._stubbed_seqs = (
-            set(removed),
-            set(truncated),
-            set(stubbed),
-        )
+        self._decisions.restore_sticky(pending["sticky"])
         self._ledger = pending.get("ledger")
         self._ledger_segments = pending.get("ledger_segments", ())
         knobs = {

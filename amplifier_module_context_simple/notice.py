@@ -7,6 +7,7 @@ from collections.abc import Container
 from typing import Any
 
 from .estimate import seq_of
+from .floor import yields_text
 from .repair import repair_view
 from .tool_pairs import in_flight_start
 
@@ -81,6 +82,12 @@ def _recent_results_line(stats: dict[str, Any]) -> str:
     return f"- Last {keep} tool results (full content), except {removed} of them removed by compaction"
 
 
+def _yields_line(stats: dict[str, Any]) -> str:
+    """What the last rung gave up (floor.py), when it gave up anything."""
+    yielded = yields_text(stats)
+    return f"- To fit, protected content yielded: {yielded}\n" if yielded else ""
+
+
 def _system_line(stats: dict[str, Any]) -> str:
     removed = stats.get(INJECTIONS_REMOVED_KEY, 0)
     if not removed:
@@ -112,7 +119,8 @@ def notice_text(stats: dict[str, Any], verbosity: str, note: str = "") -> str:
         f"- Recent messages ({stats['protected_recent']:.0%} of conversation)\n"
         f"{_recent_results_line(stats)}\n\n"
         "What may be affected:\n"
-        f"{_affected(stats['strategy_level'], stats['protected_tool_results'])}\n\n"
+        f"{_affected(stats['strategy_level'], stats['protected_tool_results'])}\n"
+        f"{_yields_line(stats)}\n"
         "Note: This compaction is ephemeral (affects only this request). "
         "Full history is preserved in session transcript.\n"
         "</system-reminder>"

@@ -24,6 +24,7 @@ PRESETS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
                 "evidence_ledger_share": 0.7,
                 "target_usage": 0.30,
                 "user_words_share": USER_WORDS_SHARE,
+                "protect_in_tokens": True,
                 "compaction_notice_verbosity": "minimal",
             }
         ),
@@ -35,6 +36,7 @@ PRESETS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
                 "evidence_ledger_share": 0.75,
                 "target_usage": 0.20,
                 "user_words_share": USER_WORDS_SHARE,
+                "protect_in_tokens": True,
                 "compaction_notice_enabled": False,
                 "protected_tool_results": 1,
             }
@@ -45,6 +47,7 @@ PRESETS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
                 "evidence_ledger_share": 0.7,
                 "target_usage": 0.15,
                 "user_words_share": USER_WORDS_SHARE,
+                "protect_in_tokens": True,
                 "compaction_notice_verbosity": "minimal",
             }
         ),

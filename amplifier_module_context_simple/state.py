@@ -22,7 +22,9 @@ from typing import Any
 
 from . import ledger
 from .estimate import SEQ_KEY, seq_of
+from .floor import YIELD_KINDS
 from .ladder import kept_whole
+from .limit import READINGS
 from .repair import tool_call_ids
 from .replay import is_real_user_message
 from .token_meter import METER_KIND_ESTIMATED, METER_KIND_NONE, METER_KIND_USAGE
@@ -48,6 +50,7 @@ FIELDS: tuple[Field, ...] = (
     Field("sticky", "removed_seqs", "_removed_seqs", "seqs"),
     Field("sticky", "truncated_seqs", "_truncated_seqs", "seqs"),
     Field("sticky", "stubbed_seqs", "_stubbed_seqs", "seqs"),
+    Field("sticky", "clipped_seqs", "_clipped_seqs", "clips"),
     Field("sticky", "level", "_sticky_level", "count"),
     Field("sticky", "ledger", "_ledger", "ledger"),
     Field("sticky", "ledger_segments", "_ledger_segments", "segments"),
@@ -62,6 +65,7 @@ FIELDS: tuple[Field, ...] = (
     Field("meter", "last_hybrid_kind", "_last_hybrid_kind", "opt_kind"),
     Field("meter", "last_hybrid_anchored", "_last_hybrid_anchored", "opt_count"),
     Field("meter", "usage_events", "_usage_events", "count"),
+    Field("meter", "input_readings", "_input_readings", "readings"),
     Field("meter", "cache_read_total", "_cache_read_total", "count"),
     Field("meter", "cache_write_total", "_cache_write_total", "count"),
     Field("meter", "cache_fields_complete", "_cache_fields_complete", "flag"),
@@ -84,6 +88,8 @@ OPTIONAL: dict[tuple[str, str], Any] = {
     ("sticky", "hoist_limit"): None,
     ("sticky", "ledger_segments"): [],
     ("sticky", "synthetic_calls"): [],
+    ("sticky", "clipped_seqs"): [],
+    ("meter", "input_readings"): {"events": 0, "pairs": []},
 }
 GROUPS: tuple[str, ...] = tuple(dict.fromkeys(field.group for field in FIELDS))
 
@@ -101,6 +107,7 @@ NOT_SAVED: dict[str, str] = {
     "_ingress": "cache (clipped view copies of oversized tool results, a pure function of content and cap)",
     "_budget_reading": "this request's budget, recomputed on every request",
     "_budget_reported": "the last context:budget payload; a resumed session reports its budget again",
+    "_input_limit": "the provider's input limit (limit.py): its readings are saved as meter.input_readings",
     "messages": "the history itself: restored by set_messages()",
     "_next_seq": "re-stamped by set_messages()",
     "_tool_name_by_call_id": "derived from the history by set_messages()",
@@ -225,6 +232,8 @@ def _encode(kind: str, value: Any, positions: _Positions) -> Any:
         return {"anchor": positions.boundary(value[0]), "text": value[1], "removed": value[2]}
     if kind == "calls":
         return sorted([positions.by_seq[seq], call_id] for seq, call_id in value if seq in positions.by_seq)
+    if kind == "clips":
+        return sorted([positions.by_seq[seq], tokens] for seq, tokens in value.items() if seq in positions.by_seq)
     if kind == "segments":
         return [
             {"anchor": positions.boundary(a), "text": t, "removed": r, "end": positions.boundary(e)}
@@ -270,6 +279,18 @@ def _seqs(value: Any, where: str, message_count: int) -> set[int]:
     return set(value)
 
 
+def _is_readings(value: Any) -> bool:
+    """The input limit's readings (limit.ProviderCount.saved)."""
+    if not (isinstance(value, dict) and set(value) == {"events", "pairs"} and _is_count(value["events"])):
+        return False
+    pairs = value["pairs"]
+    return isinstance(pairs, list) and len(pairs) <= READINGS and all(_is_pair(pair) for pair in pairs)
+
+
+def _is_pair(pair: Any) -> bool:
+    return isinstance(pair, list) and len(pair) == 2 and all(_is_count(v) and v >= 1 for v in pair)
+
+
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -309,6 +330,8 @@ OPTIONAL_STATS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "ledger_tokens": _COUNT,
     "ledger_sources": _COUNT,
     "ledger_segments": _COUNT,
+    # the last rung (floor.py): present only when it yielded
+    **{f"floor_yield_{kind}": _COUNT for kind in YIELD_KINDS},
 }
 
 
@@ -391,6 +414,21 @@ def _calls(value: Any, where: str, history: Sequence[dict[str, Any]]) -> set[tup
     return calls
 
 
+def _clips(value: Any, where: str, history: Sequence[dict[str, Any]]) -> dict[int, int]:
+    """The last rung's clips: [tool result position, tokens kept] pairs."""
+    if not isinstance(value, list):
+        raise _refuse(f"{where} must be a list of [tool result position, tokens] pairs")
+    clips: dict[int, int] = {}
+    for item in value:
+        ok = isinstance(item, list) and len(item) == 2 and _is_count(item[0]) and item[0] < len(history)
+        if not ok or history[item[0]].get("role") != "tool" or not _is_int(item[1]) or item[1] < 1:
+            raise _refuse(f"{where} holds {item!r}, not a tool result's position and a number of tokens >= 1")
+        if item[0] in clips:
+            raise _refuse(f"{where} repeats a position")
+        clips[item[0]] = item[1]
+    return clips
+
+
 def _boundary(value: Any, where: str) -> tuple[int, int] | None:
     if value is None:
         return None
@@ -406,6 +444,7 @@ def _scalar(kind: str, value: Any, where: str, message_count: int) -> Any:
         "opt_position": (lambda v: v is None or (_is_count(v) and v <= message_count), "null or a message position"),
         "opt_kind": (lambda v: v is None or v in _METER_KINDS, f"null or one of {', '.join(_METER_KINDS)}"),
         "flag": (lambda v: isinstance(v, bool), "true or false"),
+        "readings": (_is_readings, '{"events": an int >= 0, "pairs": at most 8 [count, count] pairs of ints >= 1}'),
     }
     accept, expected = checks[kind]
     if not accept(value):
@@ -417,6 +456,8 @@ def _value(field: Field, value: Any, history: Sequence[dict[str, Any]]) -> Any:
     where, message_count = f"{field.group}.{field.key}", len(history)
     if field.kind == "calls":
         return _calls(value, where, history)
+    if field.kind == "clips":
+        return _clips(value, where, history)
     if field.kind == "seqs":
         return _seqs(value, where, message_count)
     if field.kind == "stats":
@@ -474,8 +515,8 @@ def validate_snapshot(state: Any, messages: Sequence[dict[str, Any]]) -> dict[st
             raise _refuse(f"malformed state: {group} must hold exactly {sorted(keys)}, got {got}")
     history = messages[:count]
     values = {field.attribute: _value(field, state[field.group][field.key], history) for field in FIELDS}
-    if values["_removed_seqs"] & (values["_truncated_seqs"] | values["_stubbed_seqs"]):
-        raise _refuse("malformed state: a removed position is also marked truncated or stubbed")
+    if values["_removed_seqs"] & (values["_truncated_seqs"] | values["_stubbed_seqs"] | set(values["_clipped_seqs"])):
+        raise _refuse("malformed state: a removed position is also marked truncated, stubbed or clipped")
     _check_decisions(values, history)
     _close_over_tool_groups(values, messages)
     _check_ledger(values, history)
@@ -531,6 +572,8 @@ def _close_over_tool_groups(values: dict[str, Any], messages: Sequence[dict[str,
         removed.update(groups.get(position, ()))
     values["_truncated_seqs"] -= removed
     values["_stubbed_seqs"] -= removed
+    for position in removed & set(values["_clipped_seqs"]):
+        del values["_clipped_seqs"][position]
     pending = values["_pending_summary"]
     if pending is not None:
         pending["seqs"] = frozenset(m for p in pending["seqs"] for m in (p, *groups.get(p, ())))

@@ -8,15 +8,16 @@ re-derive it on every request, and a byte that changed would cost a cold prompt-
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import secrets
 import stat
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from .calls import call_names
+from .calls import call_names, wrapped_output
 from .config import TOOL_RESULT_SHAPE_HEAD, TOOL_RESULT_SHAPE_HEAD_TAIL
 from .estimate import estimate_message, seq_of, wire_form
 from .ladder import stub_user_message
@@ -320,6 +321,26 @@ class ToolResultMixin:
         """The truncated form of a tool result (cached per ``_seq`` and settings), or the message itself."""
         settings = self._tool_result_settings()
         return self._derive(message, "truncated", settings, lambda: self._make_truncated(message, settings))
+
+    def _clip_tool_result(self, message: Message, tokens: int) -> Message:
+        """The last rung's clip of a result (floor.py): its head and tail within about ``tokens``, whatever
+        the tool-result knobs say (exempt tools stay whole); cached per ``_seq`` and size."""
+        settings = replace(
+            self._tool_result_settings(), budget_tokens=tokens, budget_by_tool=(), shape=TOOL_RESULT_SHAPE_HEAD_TAIL
+        )
+        return self._derive(message, "clipped", settings, lambda: self._make_clipped(message, settings))
+
+    def _make_clipped(self, message: Message, settings: ToolResultSettings) -> Message:
+        """A wrapped result object (loop-streaming's) keeps its shape: its output is clipped inside it."""
+        content = message.get("content")
+        wrapped = wrapped_output(content) if isinstance(content, str) else None
+        if wrapped is None:
+            return self._make_truncated(message, settings)
+        value, output = wrapped
+        inner = self._make_truncated({**message, "content": output}, settings)
+        if inner.get("content") is output:
+            return message
+        return {**inner, "content": json.dumps({**value, "output": inner["content"]})}
 
     def _make_truncated(self, message: Message, settings: ToolResultSettings) -> Message:
         self._harvest_tool_names()

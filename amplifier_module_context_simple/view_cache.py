@@ -226,8 +226,8 @@ class ViewCache:
         if compact:
             manager._clear_at_least_pending = None  # as _compact_ephemeral does on every pass
             manager._clear_at_least_last_refused = False
-            if escalate and manager._exceeds_threshold(total, budget):
-                return None  # a boundary: the ladder runs in the full rebuild
+            if (escalate and manager._exceeds_threshold(total, budget)) or manager._past_limit(total):
+                return None  # a boundary: the ladder runs in the full rebuild (the input limit: limit.py)
         self._refresh(body)
         body.base += appended
         body.wire += [self.forms.get(m) for m in appended]

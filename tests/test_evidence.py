@@ -259,7 +259,8 @@ async def test_a_refused_escalation_keeps_the_ledger_it_sent() -> None:
     from tests.conftest import WORKLOADS_DIR, estimated_size, load_transcript, non_ephemeral, replay
 
     messages = load_transcript(WORKLOADS_DIR / "agentperf__agentperf-default-v1__django__django-14500.jsonl")
-    ctx = SimpleContextManager(preset="evidence", compact_clear_at_least=0.2)
+    # 0.3: the share this session's preset boundaries fall short of (protect_in_tokens frees more than 0.2)
+    ctx = SimpleContextManager(preset="evidence", compact_clear_at_least=0.3)
     seen = {"previous": None, "refusals": 0}
 
     async def check(request, manager) -> None:
