@@ -35,6 +35,34 @@ def fresh_config_warnings() -> None:
 DATA_DIR = Path(__file__).resolve().parent / "data"
 WORKLOADS_DIR = DATA_DIR / "workloads"
 WORKLOADS = sorted(WORKLOADS_DIR.glob("*.jsonl"))
+# The transcripts every per-transcript test replays in the default command: one of each kind (agent
+# tasks, a SWE session with one user message, an airline session of many turns, truncated results);
+# the other transcripts run with `pytest -m slow` (CI runs both), so the default command stays fast.
+FAST_TRANSCRIPTS = (
+    "task_skill_search",
+    "task_meeting_searchable_index",
+    "task002__trial1",
+    "django-14155",
+    "django-11910",
+)
+
+
+def is_fast_transcript(path: Path) -> bool:
+    return any(name in path.stem for name in FAST_TRANSCRIPTS)
+
+
+def by_transcript(cases: list[Any], path_of: Any = lambda case: case) -> list[Any]:
+    """``cases`` as parameters, those of transcripts outside :data:`FAST_TRANSCRIPTS` marked slow."""
+    return [
+        case if is_fast_transcript(path_of(case)) else pytest.param(*_values(case), marks=pytest.mark.slow)
+        for case in cases
+    ]
+
+
+def _values(case: Any) -> tuple[Any, ...]:
+    return case if isinstance(case, tuple) else (case,)
+
+
 # A fixed timestamp makes every view a pure function of the transcript and the config.
 FIXED_TIMESTAMP = "2025-01-01T00:00:00.000+00:00"
 NOTICE_SOURCE = "context-compaction"

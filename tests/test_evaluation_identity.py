@@ -1,5 +1,7 @@
 """The byte-identity check: default == every opt-in off, the negative control differs, and it is stable."""
 
+import pytest
+
 from evaluation.identity import OPT_IN_OFF, compute, main
 from evaluation.tokens import TokenCounter
 
@@ -11,6 +13,7 @@ def test_default_views_equal_opt_in_off_and_differ_from_the_negative_control():
     assert set(result["opt_in_off_config"]) <= set(OPT_IN_OFF)
 
 
+@pytest.mark.slow
 def test_hashes_are_deterministic_and_can_be_pinned(tmp_path, capsys):
     pinned = tmp_path / "identity.json"
     assert main(["--save", str(pinned)]) == 0

@@ -155,7 +155,7 @@ def test_a_huge_single_line_result_costs_a_bounded_boundary():
     assert len(ctx._ledger_lines(many)) <= 500
 
 
-@pytest.mark.parametrize("seed", range(40))
+@pytest.mark.parametrize("seed", [*range(10), *(pytest.param(s, marks=pytest.mark.slow) for s in range(10, 40))])
 def test_a_resume_with_a_late_tool_result_sends_the_uninterrupted_views(seed):
     """A result stored after a later assistant message (a late result: views drop it as an orphan): the
     restore must not record its removal, or the ledger's removal count no longer matches and the ledger

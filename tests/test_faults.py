@@ -28,7 +28,7 @@ from amplifier_module_context_simple import SimpleContextManager, mount
 from amplifier_module_context_simple.repair import SYNTHETIC_RESULT_TEXT, view_problems
 from amplifier_module_context_simple.replay import is_real_user_message
 from amplifier_module_context_simple.tool_results import spill_path
-from tests.conftest import WORKLOADS, FullDisk, estimated_size, load_transcript, strip_seq
+from tests.conftest import WORKLOADS, FullDisk, by_transcript, estimated_size, load_transcript, strip_seq
 
 LOGGER = "amplifier_module_context_simple"
 Message = dict[str, Any]
@@ -418,7 +418,7 @@ CONTINUATION = [
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize("what", kinds("resumed_history", ["result_deleted", "call_deleted"]))
-@pytest.mark.parametrize("path", WORKLOADS, ids=lambda p: p.stem[:40])
+@pytest.mark.parametrize("path", by_transcript(WORKLOADS), ids=lambda p: p.stem[:40])
 async def test_a_resumed_broken_transcript_yields_valid_views(path: Path, what: str, caplog: Any) -> None:
     transcript = load_transcript(path)
     broken, _ = break_transcript(transcript, what.split("_")[0])

@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from tests.conftest import WORKLOADS
+from tests.conftest import WORKLOADS, by_transcript
 from tests.regen_golden import (
     GOLDEN_FRACTIONS,
     GOLDEN_PATH,
@@ -40,7 +40,9 @@ def test_golden_file_covers_exactly_the_shipped_transcripts():
 
 @pytest.mark.asyncio
 @pytest.mark.skipif(REGEN, reason="regenerating")
-@pytest.mark.parametrize(("path", "fraction"), CASES, ids=[golden_key(p, f) for p, f in CASES])
+@pytest.mark.parametrize(
+    ("path", "fraction"), by_transcript(CASES, lambda c: c[0]), ids=[golden_key(p, f) for p, f in CASES]
+)
 async def test_default_views_match_the_golden_hash(path, fraction):
     expected = load_golden()[golden_key(path, fraction)]
     assert await views_hash(path, fraction) == expected, (

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from tests.conftest import WORKLOADS
+from tests.conftest import WORKLOADS, by_transcript
 from tests.regen_golden import (
     EVIDENCE_FRACTION,
     EVIDENCE_PRESETS,
@@ -32,7 +32,9 @@ async def test_regenerate_evidence_golden_hashes():
 
 @pytest.mark.asyncio
 @pytest.mark.skipif(REGEN, reason="regenerating")
-@pytest.mark.parametrize(("path", "preset"), CASES, ids=[evidence_key(p, s) for p, s in CASES])
+@pytest.mark.parametrize(
+    ("path", "preset"), by_transcript(CASES, lambda c: c[0]), ids=[evidence_key(p, s) for p, s in CASES]
+)
 async def test_preset_views_match_the_golden_hash(path, preset):
     expected = load_evidence_golden()[evidence_key(path, preset)]
     assert await views_hash(path, EVIDENCE_FRACTION, preset=preset) == expected, (

@@ -192,7 +192,14 @@ async def test_before_any_usage_reading_a_resumed_session_keeps_a_margin():
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("config", [{}, {"token_meter": "actual"}, {"preset": "evidence"}])
+@pytest.mark.parametrize(
+    "config",
+    [
+        pytest.param({}, marks=pytest.mark.slow),
+        pytest.param({"token_meter": "actual"}, marks=pytest.mark.slow),
+        {"preset": "evidence"},
+    ],
+)
 async def test_the_host_provider_never_sees_a_view_past_the_limit(caplog, config):
     # The tight session with the window's own budget (no max_tokens: its trigger, ~31,000 of the module's
     # tokens, is past the limit in the host provider's count): once readings come, the calibrated limit

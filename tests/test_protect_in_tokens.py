@@ -149,6 +149,7 @@ async def tight_replay(caplog: Any, provider: Any = None, **config: Any) -> dict
     return seen
 
 
+@pytest.mark.slow
 @pytest.mark.asyncio
 async def test_the_tight_window_with_the_evidence_preset(caplog):
     # Old code (measured): 10 OVER BUDGET endings, 61% of the requests boundaries, a bill 24% over the
@@ -161,12 +162,14 @@ async def test_the_tight_window_with_the_evidence_preset(caplog):
     assert in_tokens["boundaries"] < counted["boundaries"] and in_tokens["bill"] < counted["bill"]
 
 
+@pytest.mark.slow
 @pytest.mark.asyncio
 async def test_the_tight_window_never_passes_the_input_limit(caplog):
     for config in ({}, {"token_meter": "actual"}, {"preset": "evidence_balanced"}):
         assert (await tight_replay(caplog, **config))["largest"] <= LIMIT, config
 
 
+@pytest.mark.slow
 @pytest.mark.asyncio
 async def test_a_boundary_that_leaves_room_for_the_next_result_fires_fewer_boundaries(caplog, monkeypatch):
     # Point 4 alone: the same preset with and without the rung's room goal (the view under the trigger by

@@ -29,6 +29,7 @@ def uv_command() -> list[str]:
     return [uv]
 
 
+@pytest.mark.slow
 def test_sdist_contains_every_tracked_file_but_the_ci_wiring(tmp_path: Path):
     expected = {name for name in tracked_files() if not name.startswith(LEFT_OUT)}
     subprocess.run(

@@ -17,6 +17,7 @@ from tests.conftest import (
     WORKLOADS,
     InvariantChecker,
     Request,
+    by_transcript,
     estimated_size,
     load_transcript,
     replay,
@@ -40,7 +41,7 @@ def assert_first_user_kept(request: Request, ctx: SimpleContextManager) -> None:
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize("fraction", FRACTIONS, ids=lambda f: f"{int(f * 100)}pct")
-@pytest.mark.parametrize("path", WORKLOADS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", by_transcript(WORKLOADS), ids=lambda p: p.stem)
 async def test_replay_invariants(path, fraction):
     messages = load_transcript(path)
     budget = int(estimated_size(messages) * fraction)
