@@ -153,11 +153,11 @@ def calls_only_markdown(data: dict[str, Any]) -> list[str]:
         "the orchestrators store them (`{id, tool, arguments: {...}}` beside text and tool_call content blocks), "
         "nothing else changed. What remains between this column and the host-shaped one is the session "
         "the host makes (wrapped results, hook-shell messages, steering, thinking blocks, reminders), not "
-        "how the module reads it. The module's default `token_counter: estimate` is the original's "
-        "`len(str(message)) // 4`: it sizes a call stored twice (in `tool_calls` and as a content block) "
-        "twice, so it compacts somewhat earlier under this shape; `python -m evaluation.studies.host_parity` "
-        "takes the host's changes one at a time, and with `--module-counter content` the call shape alone "
-        "decides exactly as the plain replay."
+        "how the module reads it. Every counter sizes a call stored twice (in `tool_calls` and as a content "
+        "block) once; the default `token_counter: estimate` (the original's `len(str(message)) // 4`) still "
+        "reads the call's own text, which differs a little between shapes, so a boundary can move by a "
+        "request; `python -m evaluation.studies.host_parity` takes the host's changes one at a time, and with "
+        "`--module-counter content` the call shape alone decides exactly as the plain replay."
     )
     return ["### The call shape alone", "", intro, "", *_table(headers, cells), ""]
 
