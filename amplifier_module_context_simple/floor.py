@@ -175,19 +175,7 @@ def _truncate_protected(run: _Run, yields: Yields) -> None:
 def _shrink_recent(run: _Run, yields: Yields) -> None:
     floor = _floor_members(run)
     groups = tool_groups(run.messages)
-    doomed: set[int] = set()
-    for index, message in enumerate(run.messages):
-        if run.fits():
-            break
-        if index in doomed or index in floor or run.ops.is_real_user(message):
-            continue
-        members = run._with_injections(groups.get(index, (index,)))
-        if any(member in floor for member in members):
-            continue
-        doomed.update(members)
-        run.total -= sum(run.ops.count(run.messages[m]) for m in members)
-    yields.recent_messages += len(doomed)
-    run._drop(doomed)
+    yields.recent_messages += run.remove_groups(floor, groups, run.ops.is_real_user)
 
 
 def _release_user_words(run: _Run, yields: Yields) -> None:

@@ -301,20 +301,28 @@ class _Run:
         protected |= set(groups.get(_latest_thinking_call(self.messages), ()))
         for index in pinned_indices(self.messages):
             protected |= set(groups.get(index, (index,)))
+        self.remove_groups(protected, groups, lambda m: self.ops.is_real_user(m) or is_instruction(m))
+        if not self.fits():
+            self.stub_users(protected_recent)
+
+    def remove_groups(
+        self, kept: set[int], groups: Mapping[int, tuple[int, ...]], spare: Callable[[Message], bool]
+    ) -> int:
+        """Remove the oldest messages outside ``kept`` (and not ``spare``), a whole tool group with its
+        injections at a time, until the view fits; the number of messages removed."""
         doomed: set[int] = set()
         for index, message in enumerate(self.messages):
             if self.fits():
                 break
-            if index in doomed or index in protected or self.ops.is_real_user(message) or is_instruction(message):
+            if index in doomed or index in kept or spare(message):
                 continue
             members = self._with_injections(groups.get(index, (index,)))
-            if any(member in protected for member in members):
+            if any(member in kept for member in members):
                 continue
             doomed.update(members)
             self.total -= sum(self.ops.count(self.messages[m]) for m in members)
         self._drop(doomed)
-        if not self.fits():
-            self.stub_users(protected_recent)
+        return len(doomed)
 
     def _with_injections(self, members: tuple[int, ...]) -> tuple[int, ...]:
         """A tool group and the hook injections that follow it (stored inside it, moved after it by
