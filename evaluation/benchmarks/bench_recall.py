@@ -7,7 +7,7 @@ only the lines holding it), a token found nowhere (a full scan), and a regular e
 literal every match holds (`[0-9]{6}[a-f]{3}`: the automaton reads every character, so the 1 s budget
 may stop it).
 
-Then the patterns of issue 30 that took Python's `re` seconds, each on the line that did it, in a small
+Then the patterns a review found to take Python's `re` seconds, each on the line that did it, in a small
 session: `((a)+)+$` on 27 characters (11.9 s in Python's re), `(?:(?:a)+)+$` on 41, `.*a.*a.*a.*c`
 and `(a+)(a+)(a+)(a+)c` on 900, and over one 3 MB result of 3,000 lines of 1,000 word characters
 `\\w+:` (20.7 s) and `[a-z]+[0-9]` (no literal: the budget stops it inside the message).
@@ -149,7 +149,13 @@ def main(argv: list[str] | None = None) -> int:
     p = cli.Parser(PROG, __doc__)
     p.add_argument("--queries", type=cli.positive_int, default=40, metavar="N", help="queries per kind and session")
     p.add_argument("--size", type=cli.positive_int, default=20_000, metavar="N", help="messages of the long session")
-    p.add_argument("--runs", type=cli.positive_int, default=10, metavar="N", help="searches per pattern of issue 30")
+    p.add_argument(
+        "--runs",
+        type=cli.positive_int,
+        default=10,
+        metavar="N",
+        help="searches per pattern that made Python's re backtrack",
+    )
     return cli.guard(PROG, lambda: _run(p.parse_args(sys.argv[1:] if argv is None else argv)))
 
 
@@ -161,7 +167,7 @@ def _run(args: argparse.Namespace) -> int:
     print(f"longest transcript ({len(longest):,} messages):\n  {name}")
     _print("", asyncio.run(_session_rows(longest, args.queries, seed=7)))
     _print(f"{args.size:,} messages:", asyncio.run(_session_rows(build_session(args.size), args.queries, seed=7)))
-    _print("issue 30's patterns (Python's re: 8 to 21 s each):", asyncio.run(_issue_rows(args.runs)))
+    _print("patterns that take Python's re 8 to 21 s each:", asyncio.run(_issue_rows(args.runs)))
     return 0
 
 

@@ -1,4 +1,4 @@
-"""`python -m evaluation.studies.tight_window`: the tight-window scenario alone (issue 29).
+"""`python -m evaluation.studies.tight_window`: the tight-window scenario alone.
 
 One generated session as Amplifier's loop-streaming stores it (evaluation/tight_scenario.py):
 40 turns, tool results of 5-60 KB, screenshots in some user turns, the hooks' reminders on
