@@ -158,10 +158,15 @@ def pinned_indices(messages: list[Message]) -> set[int]:
 
 
 def newest_group(messages: list[Message]) -> tuple[int, ...]:
-    """Indices of the newest tool group (its calls and results), or () when there is none."""
+    """Indices of the newest tool group (its calls and results) while the model has not answered it yet,
+    or () when there is none: once an assistant message follows it (the turn went on or ended), the model
+    has read its results, and they are history like any other group."""
     for index in range(len(messages) - 1, -1, -1):
-        if has_tool_calls(messages[index]):
-            return tool_groups(messages).get(index, (index,))
+        if messages[index].get("role") != "assistant":
+            continue
+        if not has_tool_calls(messages[index]):
+            return ()  # the newest assistant message answered whatever came before it
+        return tool_groups(messages).get(index, (index,))
     return ()
 
 

@@ -95,6 +95,30 @@ async def test_every_preset_keeps_only_the_newest_huge_result_whole(preset):
     assert [m["tool_call_id"] for m in whole] == ["r4"] and body < 10_000
 
 
+@pytest.mark.asyncio
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+async def test_a_group_the_model_already_answered_is_not_part_of_the_floor(preset):
+    # The newest tool group stays whole only while the model has not answered it: once an assistant
+    # message follows (the turn ended, a new prompt came), its results are history. Old code kept the
+    # last group of the previous turn whole as "what the model is about to read", a ~6,800-token result
+    # resent (and rewritten at every boundary) through the next turn.
+    ctx = SimpleContextManager(preset=preset)
+    for message in [
+        *huge_recent_results(),
+        asst("The five modules all read the buffer the same way."),
+        user("Thanks. Now, in one line: which module is the oldest?"),
+    ]:
+        await ctx.add_message(stamped(message))
+    view = await ctx.get_messages_for_request(token_budget=20_000)
+    whole = [m["tool_call_id"] for m in view if m.get("role") == "tool" and m["content"] == "x = read(buf)\n" * 1_800]
+    assert whole == []
+    assert view[-1]["content"].startswith("Thanks. Now") or any(
+        m.get("role") == "user" and str(m.get("content")).startswith("Thanks. Now") for m in view
+    )  # the turn's prompt stays
+    body = estimate_tokens([m for m in view if not is_ephemeral(m)])
+    assert body <= ctx._last_compaction_stats["target_tokens"]
+
+
 # ----- point 4: the tight window -----------------------------------------------------------------
 
 
