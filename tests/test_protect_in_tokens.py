@@ -52,6 +52,9 @@ async def test_read_from_a_mount_config_and_validated_live(caplog):
 # ----- point 3: a few huge results cannot hold the floor -----------------------------------------
 
 
+HUGE = "x = read(buf)\n" * 1_800  # ~6,800 tokens: one read of a big module
+
+
 def huge_recent_results() -> list[Message]:
     """Thirty small exchanges, then five recent tool results of ~6,000 tokens each."""
     messages = [system("You are a careful engineer."), user("Audit the cache package; keep notes as you go.")]
@@ -59,8 +62,18 @@ def huge_recent_results() -> list[Message]:
         messages += [user(f"Step {index}: check module {index}."), asst(f"Module {index} checked.")]
     messages.append(user("Now read the five big modules."))
     for index in range(5):
-        messages += [asst_calls(f"r{index}"), result(f"r{index}", "x = read(buf)\n" * 1_800)]
+        messages += [asst_calls(f"r{index}"), result(f"r{index}", HUGE)]
     return messages
+
+
+async def huge_results_view(ctx: SimpleContextManager, *after: Message) -> tuple[list[Message], int, list[str]]:
+    """``ctx``'s view at a 20,000-token budget after :func:`huge_recent_results` (and ``after``): the view,
+    its body's tokens and the ids of the huge results it keeps whole."""
+    for message in [*huge_recent_results(), *after]:
+        await ctx.add_message(stamped(message))
+    view = await ctx.get_messages_for_request(token_budget=20_000)
+    body = estimate_tokens([m for m in view if not is_ephemeral(m)])
+    return view, body, [m["tool_call_id"] for m in view if m.get("role") == "tool" and m["content"] == HUGE]
 
 
 @pytest.mark.asyncio
@@ -70,12 +83,8 @@ async def test_protections_in_tokens_reach_the_target_where_counted_ones_cannot(
     # two of them stay whole and hold the view over the target. In tokens only the newest, which is the
     # newest tool group, stays whole: the view reaches the target.
     ctx = SimpleContextManager(protect_in_tokens=in_tokens)
-    for message in huge_recent_results():
-        await ctx.add_message(stamped(message))
-    view = await ctx.get_messages_for_request(token_budget=20_000)
-    body = estimate_tokens([m for m in view if not is_ephemeral(m)])
-    whole = [m for m in view if m.get("role") == "tool" and m["content"] == "x = read(buf)\n" * 1_800]
-    assert view[-2] in whole  # the newest result, whole in both
+    view, body, whole = await huge_results_view(ctx)
+    assert view[-2]["content"] == HUGE and view[-2]["tool_call_id"] in whole  # the newest result, whole in both
     target = ctx._last_compaction_stats["target_tokens"]
     assert (body <= target, len(whole)) == ((True, 1) if in_tokens else (False, 2))
 
@@ -86,13 +95,8 @@ async def test_every_preset_keeps_only_the_newest_huge_result_whole(preset):
     # Old code: evidence and evidence_lean protect the last 5 results in messages: two of the ~6,800-token
     # results stay whole and the view ends at ~14,600 of a 20,000 budget, far over their targets
     # (evidence_balanced protects one result, and held already). In tokens only the newest stays whole.
-    ctx = SimpleContextManager(preset=preset)
-    for message in huge_recent_results():
-        await ctx.add_message(stamped(message))
-    view = await ctx.get_messages_for_request(token_budget=20_000)
-    body = estimate_tokens([m for m in view if not is_ephemeral(m)])
-    whole = [m for m in view if m.get("role") == "tool" and m["content"] == "x = read(buf)\n" * 1_800]
-    assert [m["tool_call_id"] for m in whole] == ["r4"] and body < 10_000
+    _, body, whole = await huge_results_view(SimpleContextManager(preset=preset))
+    assert whole == ["r4"] and body < 10_000
 
 
 @pytest.mark.asyncio
@@ -103,19 +107,10 @@ async def test_a_group_the_model_already_answered_is_not_part_of_the_floor(prese
     # last group of the previous turn whole as "what the model is about to read", a ~6,800-token result
     # resent (and rewritten at every boundary) through the next turn.
     ctx = SimpleContextManager(preset=preset)
-    for message in [
-        *huge_recent_results(),
-        asst("The five modules all read the buffer the same way."),
-        user("Thanks. Now, in one line: which module is the oldest?"),
-    ]:
-        await ctx.add_message(stamped(message))
-    view = await ctx.get_messages_for_request(token_budget=20_000)
-    whole = [m["tool_call_id"] for m in view if m.get("role") == "tool" and m["content"] == "x = read(buf)\n" * 1_800]
+    prompt = user("Thanks. Now, in one line: which module is the oldest?")
+    view, body, whole = await huge_results_view(ctx, asst("The five modules all read the buffer the same way."), prompt)
     assert whole == []
-    assert view[-1]["content"].startswith("Thanks. Now") or any(
-        m.get("role") == "user" and str(m.get("content")).startswith("Thanks. Now") for m in view
-    )  # the turn's prompt stays
-    body = estimate_tokens([m for m in view if not is_ephemeral(m)])
+    assert any(m.get("role") == "user" and m.get("content") == prompt["content"] for m in view)  # the turn's prompt
     assert body <= ctx._last_compaction_stats["target_tokens"]
 
 

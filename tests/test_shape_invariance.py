@@ -40,7 +40,7 @@ from amplifier_module_context_simple.ledger import is_ledger, ledger_lines
 from amplifier_module_context_simple.recall import MessageTexts, is_recall_call, parse, render, search, view_gaps
 from amplifier_module_context_simple.recall_text import TOOL_NAME
 from amplifier_module_context_simple.token_counter import CONTENT_COUNTER
-from tests.conftest import WORKLOADS, estimated_size, load_transcript, replay
+from tests.conftest import WORKLOADS, by_transcript, estimated_size, load_transcript, replay
 
 Message = dict[str, Any]
 CONFIG = {
@@ -51,7 +51,6 @@ CONFIG = {
 FRACTION = 0.30
 RECALL_EVERY = 4  # turns of tool results between two recalls added to a transcript
 RECALL_CHARS = 8_000  # the tool's output bound
-FAST = ("task_skill_search", "task_meeting_searchable_index", "task002__trial1", "django-14155")
 
 
 def _decoded(call: dict[str, Any]) -> tuple[str, str, Any]:
@@ -233,16 +232,6 @@ def assert_same(shape: str, expected: dict[str, list[Any]], got: dict[str, list[
         assert mismatch is None, f"{shape}: {name} differs at request {mismatch}"
 
 
-def _paths(names: tuple[str, ...]) -> list[Path]:
-    return [p for p in WORKLOADS if any(name in p.stem for name in names)]
-
-
-@pytest.mark.parametrize("path", _paths(FAST), ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", by_transcript(WORKLOADS), ids=lambda p: p.stem)
 def test_every_call_shape_compacts_like_the_openai_shape(path: Path) -> None:
-    check_invariance(path)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("path", [p for p in WORKLOADS if p not in _paths(FAST)], ids=lambda p: p.stem)
-def test_every_call_shape_compacts_like_the_openai_shape_on_every_transcript(path: Path) -> None:
     check_invariance(path)
