@@ -1,0 +1,160 @@
+"""Recall by source: a query naming a call (a path, a command, any argument) brings back what it printed.
+
+An agent that lost a line rarely remembers its words; it remembers the file it read or the command it
+ran. A tool result whose call holds every word of a literal query (in the call's full decoded text, not
+only its label) is a *source* of the query. Sources are shown before any other match (the messages the
+view lacks first, then the newest), each as its content: the whole output when it fits its share of the
+answer, else its most informative lines (:func:`informative_lines`) in their order with the gaps
+marked, and a last line saying how to page through the rest (``offset``, with ``from_seq``/``to_seq``
+naming the message). The assistant messages that merely call it are shown after the other matches.
+
+Pure functions over texts and numbers: recall.py's ``render`` decides the order and the budget.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from . import recall_rank as rank
+from .calls import arguments_value, call_name
+
+SOURCE_SHARE = 0.5  # of the answer for the sources when other messages match too (the rest: those)
+RESULT_SHARE = 0.6  # the most one source may take of what is left for the sources, when more follow
+MIN_RESULT_CHARS = 400  # a source given less than this is listed, not shown
+ANALYSED_CHARS = 200_000  # of a huge output read to pick its lines; the rest is reached with offset
+LINE_CHARS = 600  # a longer line of a selection is cut (a short output shows its lines whole)
+GAP_CHARS = 28  # what a gap marker costs, counted when picking lines
+HEAD_CHARS = 200  # of an argument's first line, read as part of the call's head
+_NAME = re.compile(r"[A-Za-z_][\w.\-/]*\w|\d{3,}")
+
+
+def _head(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    text = text.lstrip()
+    newline = text.find("\n")
+    return " ".join(text[: min(HEAD_CHARS, newline if newline >= 0 else len(text))].split())
+
+
+def call_head(call: Any) -> str:
+    """What names a call: ``name(key=value, ...)`` with each value's first line (cut to ``HEAD_CHARS``),
+    so a path or a command line names it and a word deep in a script it runs does not."""
+    value = arguments_value(call)
+    if isinstance(value, dict):
+        inner = ", ".join(f"{key}={_head(item)}" for key, item in value.items())
+    else:
+        inner = "" if value is None else _head(value)
+    return f"{call_name(call)}({inner})"
+
+
+def source_key(seq: int, hidden: bool, phrase: bool) -> tuple[bool, bool, int]:
+    """How sources rank (higher first): the view lacks it, the call holds the query as typed, newest."""
+    return hidden, phrase, seq
+
+
+def _names(line: str) -> set[str]:
+    """The names a line holds: identifiers, paths, dotted names, numbers of 3+ digits (3+ characters)."""
+    return {name for name in _NAME.findall(line) if len(name) >= 3}
+
+
+def _cut(line: str, width: int) -> str:
+    return line if len(line) <= width else rank.excerpt(line, 0, len(line), (), width)
+
+
+def _page(lines: Sequence[str], first: int, chars: int) -> tuple[list[str], int]:
+    """Lines from ``first`` on, each cut to ``chars``, as many as fit in ``chars``; and the next line's
+    index."""
+    out, used, at = [], 0, first
+    while at < len(lines):
+        shown = "  " + _cut(lines[at], max(chars - used - 3, rank.MIN_PIECE))
+        if used + len(shown) + 1 > chars and out:
+            break
+        out.append(shown)
+        used += len(shown) + 1
+        at += 1
+    return out, at
+
+
+def _pick(lines: Sequence[str], chars: int) -> list[int]:
+    """The indexes of the most informative lines that fit in ``chars`` (greedy, lazily re-scored): the
+    names a line holds that no line picked before holds, per character it costs."""
+    seen: set[str] = set()
+    names = [_names(line) for line in lines]
+    cost = [min(len(line), LINE_CHARS) + 3 + GAP_CHARS // 2 for line in lines]
+    heap = [(-len(n) / cost[i], i) for i, n in enumerate(names) if n]
+    heapq.heapify(heap)
+    picked, used = [0], cost[0]  # the first line says what the output is
+    seen |= names[0]
+    while heap and used < chars:
+        negative, index = heapq.heappop(heap)
+        fresh = len(names[index] - seen)
+        if not fresh:
+            continue
+        value = -fresh / cost[index]
+        if value > negative + 1e-12 and heap and value > heap[0][0]:
+            heapq.heappush(heap, (value, index))  # its score fell: back in line
+            continue
+        if used + cost[index] > chars:
+            continue
+        picked.append(index)
+        used += cost[index]
+        seen |= names[index]
+    return sorted(set(picked))
+
+
+def shown_size(text: str) -> int:
+    """The characters ``text`` takes shown whole (each line indented by two spaces)."""
+    return len(text) + 3 * (text.count("\n") + 1)
+
+
+def _lines(text: str) -> list[str]:
+    lines = text.split("\n")
+    while len(lines) > 1 and not lines[-1].strip():
+        lines.pop()
+    return lines
+
+
+def informative_lines(text: str, offset: int, chars: int, hint: str = "") -> tuple[list[str], str]:
+    """A source's content within about ``chars``: its lines from line ``offset`` (0-based) when paging,
+    else all of them when they fit, else its most informative lines in order with the gaps marked; and a
+    note saying which lines were shown and what ``offset`` (then ``hint``) brings the next ones ("" when
+    all were)."""
+    if offset or shown_size(text) <= chars:
+        lines = _lines(text)
+        if offset >= len(lines):
+            return [], f"[the output has {len(lines)} line(s); offset {offset} is past its end]"
+        out, after = _page(lines, offset, chars)
+        if after < len(lines):
+            return out, f"[lines {offset + 1}-{after} of {len(lines)} shown; the next: offset={after}{hint}]"
+        return out, f"[lines {offset + 1}-{after} of {len(lines)}]" if offset else ""
+    lines = _lines(text[:ANALYSED_CHARS])
+    total = len(lines) + text.count("\n", ANALYSED_CHARS)
+    picked = _pick(lines, chars)
+    out, last = [], -1
+    for index in picked:
+        if index > last + 1:
+            out.append(f"  [... lines {last + 2}-{index} left out]")
+        out.append("  " + _cut(lines[index], LINE_CHARS))
+        last = index
+    if len(picked) == total:
+        return out, ""
+    gap = next((i for i, index in enumerate(picked) if index != i), len(picked))
+    shown = f"{len(picked)} of {total} lines shown, the most informative"
+    return out, f"[{shown}; in order from line {gap + 1}: offset={gap}{hint}]"
+
+
+def shares(sizes: Sequence[int], chars: int) -> list[int]:
+    """The characters each source may take of ``chars``, in rank order: what it needs, at most
+    ``RESULT_SHARE`` of what is left while others follow (the last takes what is left); 0: not shown."""
+    out, left = [], chars
+    for position, size in enumerate(sizes):
+        cap = left if position == len(sizes) - 1 else max(int(left * RESULT_SHARE), MIN_RESULT_CHARS)
+        give = min(size, cap, left)
+        if give < min(size, MIN_RESULT_CHARS):
+            give = 0
+        out.append(give)
+        left -= give
+    return out
