@@ -158,7 +158,7 @@ class HistoryReader:
         self.own: set[int] = set()
         self.answered: dict[int, Any] = {}  # index of a tool result -> the call it answers
         self.call_texts: dict[int, str] = {}  # and that call as its label shows it, lowercase
-        self.source_texts: dict[int, str] = {}  # and what names that call (recall_source.call_head)
+        self.source_texts: dict[int, tuple[str, str]] = {}  # and what names that call, and its lowercase
 
     def update(self, messages: list[Message]) -> set[int]:
         for _ in self.steps(messages):
@@ -199,7 +199,8 @@ class HistoryReader:
                 # The words a result matches by: its call as the label shows it (a word deep in a long
                 # script would match every result of the script).
                 self.call_texts[index] = fold(call_label(call))
-                self.source_texts[index] = fold(source.call_head(call))
+                head = source.call_head(call)
+                self.source_texts[index] = (head, fold(head))  # recall_source.py
 
     def _own(self, message: Message) -> None:
         if (seq := seq_of(message)) is not None:
@@ -344,18 +345,25 @@ def _calls_a_source(found: Search, hit: Found) -> bool:
     return all(start in named for start, _ in hit.lines)
 
 
+def _source_label(found: Search, hit: Found) -> str:
+    """``#seq tool result of`` the call's head (each argument's first line: longer than a label's)."""
+    gap = found.hidden.get(hit.seq)
+    head = found.source_texts[hit.index][0]
+    return f"#{hit.seq} tool result of {head}" + (f" ({GAP_WORDS[gap]})" if gap else "")
+
+
 def _source_blocks(found: Search, sources: list[Found], room: int) -> tuple[list[str], list[Found]]:
     """The sources shown within ``room`` (recall_source.py), and those left out."""
-    labels = [found.label(hit.index, hit.seq) for hit in sources]
+    labels = [_source_label(found, hit) for hit in sources]
     texts = [found.texts.get(found.messages[hit.index])[0] for hit in sources]
     needs = [len(label) + source.shown_size(text) + NOTE_CHARS for label, text in zip(labels, texts, strict=True)]
-    blocks, left_out = [], []
+    blocks, left_out, seen = [], [], set()  # the names shown so far: a line repeating them says less
     for hit, label, text, give in zip(sources, labels, texts, source.shares(needs, room), strict=True):
         if not give:
             left_out.append(hit)
             continue
         hint = f", from_seq={hit.seq}, to_seq={hit.seq}"
-        lines, note = source.informative_lines(text, found.query.offset, give - len(label) - NOTE_CHARS, hint)
+        lines, note = source.informative_lines(text, found.query.offset, give - len(label) - NOTE_CHARS, hint, seen)
         blocks.append("\n".join([label, *lines, *([note] if note else [])])[:give])
     return blocks, left_out
 
@@ -370,7 +378,8 @@ def _render_sources(found: Search, hits: list[Found], partial: bool, budget_char
     others = [hit for hit in others if id(hit) not in called]  # their calls' output is shown instead
     header = f"Output of the {len(found.sources)} call(s) naming it, those your view lacks first, then the newest:"
     room = budget_chars - FOOTER_CHARS - len(header)
-    matches, shown = _matches(found, others, partial, int(room * (1 - source.SOURCE_SHARE))) if others else ([], 0)
+    lines_room = int(room * (1 - source.source_share(found.query.needle)))
+    matches, shown = _matches(found, others, partial, lines_room) if others else ([], 0)
     room -= sum(len(block) + 2 for block in matches)
     blocks, left_out = _source_blocks(found, sources, room)
     room -= sum(len(block) + 2 for block in blocks)

@@ -164,7 +164,7 @@ class Search:
     skip: set[int]
     label: Callable[[int, int], str]
     call_texts: Mapping[int, str] = field(default_factory=dict)
-    source_texts: Mapping[int, str] = field(default_factory=dict)  # index of a result -> its whole call
+    source_texts: Mapping[int, tuple[str, str]] = field(default_factory=dict)  # a result -> what names its call
     hidden: Mapping[int, str] = field(default_factory=dict)
     before: Iterator[None] = field(default_factory=lambda: iter(()))  # steps of work first (may fill ``skip``)
     found: list[Found] = field(default_factory=list)  # every match, ranked once the search is done
@@ -227,8 +227,8 @@ class Search:
             else:
                 called = calls(index, "")
                 source = whole_call(index)
-                if source and all(word in source for word in words):
-                    tier = rank.PHRASE if query.needle in source else rank.LINE
+                if source is not None and all(word in source[1] for word in words):
+                    tier = rank.PHRASE if query.needle in source[1] else rank.LINE
                     self.sources.append(Found(index, seq, tier, (), full, size=size))
                 if size > FIND_WINDOW:
                     self.documents, self.chars = documents, chars  # counted so far, for a stop meanwhile
