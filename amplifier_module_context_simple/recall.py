@@ -7,7 +7,8 @@ remembers (recall_rank.py) or a regular expression. Results are the matching lin
 the words, with one line of context, best match first, each labelled with the message's sequence number
 and role (for a tool result, the call it answers: ``read_file(path=src/app.py)``) and whether the
 current view lacks it, within ``MAX_OUTPUT_TOKENS``; a last line says how many more matched and how to
-narrow.
+narrow. A query naming a call (its path, command or an argument) shows the output of the calls it names
+first, paged with ``offset`` (recall_source.py).
 
 It never changes the history and never raises into the orchestrator: bad input gets a failed
 ``ToolResult`` with one line. Nothing backtracks (recall_search.py, recall_regex.py): words are found

@@ -1,12 +1,13 @@
 """Recall by source: a query naming a call (a path, a command, any argument) brings back what it printed.
 
 An agent that lost a line rarely remembers its words; it remembers the file it read or the command it
-ran. A tool result whose call holds every word of a literal query (in the call's full decoded text, not
-only its label) is a *source* of the query. Sources are shown before any other match (the messages the
-view lacks first, then the newest), each as its content: the whole output when it fits its share of the
-answer, else its most informative lines (:func:`informative_lines`) in their order with the gaps
-marked, and a last line saying how to page through the rest (``offset``, with ``from_seq``/``to_seq``
-naming the message). The assistant messages that merely call it are shown after the other matches.
+ran. A tool result whose call's head (:func:`call_head`: each argument's first line) holds every word of
+a literal query is a *source* of the query. Sources are shown before any other match (those the view
+lacks first, then the newest), sharing their room evenly (:func:`shares`), each as its content: the
+whole output when it fits its share, else its most informative lines (:func:`informative_lines`) in
+their order with the gaps marked, and a last line saying how to page through the rest (``offset``, with
+``from_seq``/``to_seq`` naming the message). Other matches keep a share of the output
+(:func:`source_share`); the assistant messages that merely call a source give way to its output.
 
 Pure functions over texts and numbers: recall.py's ``render`` decides the order and the budget.
 """
