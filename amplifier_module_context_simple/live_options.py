@@ -94,7 +94,8 @@ class LiveOptions:
             if close and name != "messages":
                 with warning_scope(self.__dict__.setdefault("_said_warnings", set())):
                     warn(
-                        "%s is not a configuration key (did you mean %s?); the assignment sets an attribute nothing reads",
+                        "%s is not a configuration key (did you mean %s?); "
+                        "the assignment sets an attribute nothing reads",
                         name,
                         close,
                     )
