@@ -30,6 +30,7 @@ from .floor import (
     typical_result,
     yields_text,
 )
+from .hook_emit import emit_event
 from .ingress import IngressClipper
 from .instructions import hoist_all, is_injected_instruction, split_instructions
 from .ladder import LadderOps, Protections, apply_decisions, last_results
@@ -130,6 +131,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         if self.max_messages is not None:
             logger.info("context-simple: max_messages is accepted and ignored (token budgets govern views)")
         self._hooks = hooks
+        self._hook_problems_said: set[str] = set()  # a non-async hooks.emit is told once (hook_emit.py)
         self._store_guard = Guard([])  # stored messages report in-place edits to it (wire_copy.py)
         self.messages: list[Message] = history_list((), self._store_guard)
         self._next_seq = 0
@@ -700,13 +702,8 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
 
     async def _emit(self, event: str, payload: dict[str, Any]) -> None:
         """Emit a hook event; a failing hook is logged and counted, never raised into the turn."""
-        if self._hooks is None:
-            return
-        try:
-            await self._hooks.emit(event, payload)
-        except Exception as exc:
-            self._fault_counts["hook_emit_failures"] += 1
-            logger.warning("context-simple: emitting %s failed: %s", event, type(exc).__name__)
+        if self._hooks is not None:
+            await emit_event(self._hooks, event, payload, self._fault_counts, self._hook_problems_said)
 
     @property
     def fault_stats(self) -> dict[str, int]:
