@@ -43,6 +43,7 @@ from .repair import describe_repair
 from .repair_mirror import RepairMirror
 from .replay import build_replay, is_real_user_message, turn_prompt_seq
 from .state import apply_snapshot, build_snapshot, validate_snapshot
+from .state_config import warn_config_differs
 from .summary import SummaryMixin
 from .token_counter import resolve_counter
 from .token_meter import TailScan, TokenMeterMixin
@@ -50,6 +51,7 @@ from .tool_pairs import in_flight_start, is_hook_injection
 from .tool_results import ToolResultMixin
 from .validation import plain_message, warn_unknown_blocks
 from .view_cache import ViewCache
+from .view_markers import warn_if_view
 from .wire_copy import Guard, history_list, stored_copy
 
 logger = logging.getLogger("amplifier_module_context_simple")
@@ -131,7 +133,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         if self.max_messages is not None:
             logger.info("context-simple: max_messages is accepted and ignored (token budgets govern views)")
         self._hooks = hooks
-        self._hook_problems_said: set[str] = set()  # a non-async hooks.emit is told once (hook_emit.py)
+        self._told_once: set[str] = set()  # problems told once per manager (hook_emit.py, view_markers.py)
         self._store_guard = Guard([])  # stored messages report in-place edits to it (wire_copy.py)
         self.messages: list[Message] = history_list((), self._store_guard)
         self._next_seq = 0
@@ -207,6 +209,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
             raise TypeError(f"context-simple: set_messages expects a list, got {type(messages).__name__}")
         plain = [plain_message(message, where=f"message {index}") for index, message in enumerate(messages)]
         warn_unknown_blocks(plain, self._warned_block_types)
+        warn_if_view(plain, self._told_once)
         self._store_guard = guard = Guard([])  # a message of the replaced history reports elsewhere
         self.messages = history_list(
             (
@@ -267,6 +270,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
             self._fault_counts["restore_summaries_dropped"] += 1
             logger.warning("context-simple: restore_state dropped a pending summary (unverifiable text)")
         apply_snapshot(self, values)
+        warn_config_differs(state, self)
         self._measurement_stale = self._anchor_seq is None  # a reading with an anchor measured this history
 
     # ----- one request -------------------------------------------------------------------------
@@ -703,7 +707,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
     async def _emit(self, event: str, payload: dict[str, Any]) -> None:
         """Emit a hook event; a failing hook is logged and counted, never raised into the turn."""
         if self._hooks is not None:
-            await emit_event(self._hooks, event, payload, self._fault_counts, self._hook_problems_said)
+            await emit_event(self._hooks, event, payload, self._fault_counts, self._told_once)
 
     @property
     def fault_stats(self) -> dict[str, int]:
