@@ -87,6 +87,8 @@ __all__ = [
     "OBSERVABILITY_CHANNEL",
     "OBSERVABLE_EVENTS",
     "PRESETS",
+    "RECALL_TOOL_NAME",
+    "RecallTool",
     "STATE_CAPABILITY",
     "STATE_VERSION",
     "SUMMARY_CALL_MODE_FORK",

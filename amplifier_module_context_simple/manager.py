@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from . import clear_at_least as cal
+from . import recall_direct
 from .budget import BudgetMixin, BudgetReading, effective_budget, warn_over_budget
 from .config import COMPACTION_STRATEGY_SUMMARY, DEFAULTS, check_token_budget, parse_clear_at_least
 from .decisions import Decisions, Sticky, install
@@ -252,6 +253,21 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         """Protocol compliance: stored history is never compacted."""
         return None
 
+    # ----- public accessors ---------------------------------------------------------------------
+
+    @property
+    def last_compaction_stats(self) -> dict[str, Any] | None:
+        """The stats of the last compaction (the ``context:compaction`` payload), or None before any; a
+        copy. ``_last_compaction_stats`` stays, for the hosts that read the original's private name."""
+        stats = self._last_compaction_stats
+        return None if stats is None else dict(stats)
+
+    def get_recall_tool(self) -> Any:
+        """The ``context_recall`` tool over this history, for your own tool loop (mount() registers it
+        itself when ``recall_tool`` is true): ``name``, ``description``, ``input_schema`` and ``await
+        tool.execute(arguments)`` (recall_direct.py)."""
+        return recall_direct.offer(self)
+
     # ----- resume state (state.py) -------------------------------------------------------------
 
     def snapshot_state(self) -> dict[str, Any]:
@@ -278,6 +294,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
     async def get_messages_for_request(self, token_budget: int | None = None, provider: Any = None) -> list[Message]:
         """The view to send now: the history, compacted only if it no longer fits the budget."""
         check_token_budget(token_budget)
+        recall_direct.warn_if_not_taken(self, self._told_once)
         for _attempt in range(REQUEST_ATTEMPTS):
             self._adopt_edits()
             view = await self._request_view(token_budget, provider)
