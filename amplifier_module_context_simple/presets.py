@@ -85,9 +85,6 @@ def apply_preset(init: Callable[..., None]) -> Callable[..., None]:
         # The keys the caller gave: a preset assigned live later never overrides them (config.py).
         self.__dict__["_explicit_keys"] = set(given) - {"self", "hooks", "preset"}
         init(self, *args, **kwargs)
-        # The keys the caller gave: a preset assigned live later never overrides them (config.py).
-        self.__dict__["_explicit_keys"] = set(given) - {"self", "hooks", "preset"}
-        init(self, *args, **kwargs)
 
     @functools.wraps(init)
     def scoped(self: Any, *args: Any, **kwargs: Any) -> None:
