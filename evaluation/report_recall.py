@@ -6,6 +6,7 @@ from typing import Any
 
 from .recall_probe import QUERY_KINDS, QUERY_LABELS, SHORT_LABELS
 from .report import DEFAULT_ARM, markdown_table
+from .wording import plural
 
 HOW = {  # how the probe builds each query (recall_probe.py)
     "exact": "the token itself",
@@ -71,7 +72,7 @@ def _sample(data: dict[str, Any]) -> str:
     real, generated = len(workloads.get("real") or []), len(workloads.get("scenarios") or [])
     window = (data.get("settings") or {}).get("window_fraction")
     at = f", window {window:.0%}" if isinstance(window, float) else ""
-    return f"{real} transcripts and {generated} generated sessions{at}"
+    return f"{plural(real, 'transcript')} and {plural(generated, 'generated session')}{at}"
 
 
 def _rate(figure: dict[str, Any] | None) -> str:

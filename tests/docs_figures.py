@@ -110,12 +110,18 @@ def claims(figures: dict[str, str]) -> list[tuple[str, str]]:
     return [(page, text.format(**figures)) for page, text in CLAIMS]
 
 
-def main(argv: list[str], compute: Callable[[dict[str, Any]], dict[str, str]] = _figures) -> int:
+def main(argv: list[str] | None = None, compute: Callable[[dict[str, Any]], dict[str, str]] = _figures) -> int:
+    """Compare the pinned figures with the last run's; rewrite them only with ``--write``."""
+    from evaluation.cli import Parser
+
+    parser = Parser("python -m tests.docs_figures", __doc__, epilog="Without --write nothing is written.")
+    parser.add_argument("--write", action="store_true", help="pin this run's figures in tests/data/docs_figures.json")
+    write = parser.parse_args(sys.argv[1:] if argv is None else argv).write
     if not REPORT.exists():
         print(f"no {REPORT.relative_to(ROOT)}: run `{MAIN_JOB}` first", file=sys.stderr)
         return 2
     fresh = compute(json.loads(REPORT.read_text(encoding="utf-8")))
-    if "--write" in argv:
+    if write:
         PINNED.write_text(json.dumps(fresh, indent=1, sort_keys=True) + "\n", encoding="utf-8")
         print(f"wrote {PINNED.relative_to(ROOT)}; now `uv run pytest tests/test_docs_figures.py` names each page")
         return 0
@@ -128,4 +134,4 @@ def main(argv: list[str], compute: Callable[[dict[str, Any]], dict[str, str]] = 
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())
