@@ -25,6 +25,7 @@ from .estimate import SEQ_KEY, seq_of
 from .floor import YIELD_KINDS
 from .ladder import kept_whole
 from .limit import READINGS
+from .refusal import valid_saved as _is_learned
 from .repair import tool_call_ids
 from .replay import is_real_user_message
 from .token_meter import METER_KIND_ESTIMATED, METER_KIND_NONE, METER_KIND_USAGE
@@ -66,6 +67,7 @@ FIELDS: tuple[Field, ...] = (
     Field("meter", "last_hybrid_anchored", "_last_hybrid_anchored", "opt_count"),
     Field("meter", "usage_events", "_usage_events", "count"),
     Field("meter", "input_readings", "_input_readings", "readings"),
+    Field("meter", "learned_limit", "_learned_limit", "learned"),
     Field("meter", "cache_read_total", "_cache_read_total", "count"),
     Field("meter", "cache_write_total", "_cache_write_total", "count"),
     Field("meter", "cache_fields_complete", "_cache_fields_complete", "flag"),
@@ -90,6 +92,7 @@ OPTIONAL: dict[tuple[str, str], Any] = {
     ("sticky", "synthetic_calls"): [],
     ("sticky", "clipped_seqs"): [],
     ("meter", "input_readings"): {"events": 0, "pairs": []},
+    ("meter", "learned_limit"): None,
 }
 GROUPS: tuple[str, ...] = tuple(dict.fromkeys(field.group for field in FIELDS))
 
@@ -108,6 +111,7 @@ NOT_SAVED: dict[str, str] = {
     "_budget_reading": "this request's budget, recomputed on every request",
     "_budget_reported": "the last context:budget payload; a resumed session reports its budget again",
     "_input_limit": "the provider's input limit (limit.py): its readings are saved as meter.input_readings",
+    "_refusal": "what the provider's refusals taught (refusal.py): saved as meter.learned_limit",
     "messages": "the history itself: restored by set_messages()",
     "_next_seq": "re-stamped by set_messages()",
     "_tool_name_by_call_id": "derived from the history by set_messages()",
@@ -330,6 +334,11 @@ OPTIONAL_STATS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "ledger_tokens": _COUNT,
     "ledger_sources": _COUNT,
     "ledger_segments": _COUNT,
+    # a boundary a provider's refusal (or a repeated far reading) caused (refusal.py)
+    "compaction_reason": (lambda v: isinstance(v, str), "a string"),
+    "refused_tokens": _COUNT,
+    "learned_input_limit": _COUNT,
+    "refusal_message": (lambda v: isinstance(v, str), "a string"),
     # the last rung (floor.py): present only when it yielded
     **{f"floor_yield_{kind}": _COUNT for kind in YIELD_KINDS},
 }
@@ -445,6 +454,7 @@ def _scalar(kind: str, value: Any, where: str, message_count: int) -> Any:
         "opt_kind": (lambda v: v is None or v in _METER_KINDS, f"null or one of {', '.join(_METER_KINDS)}"),
         "flag": (lambda v: isinstance(v, bool), "true or false"),
         "readings": (_is_readings, '{"events": an int >= 0, "pairs": at most 8 [count, count] pairs of ints >= 1}'),
+        "learned": (_is_learned, "null or the learned limit (refusal.RefusalLimit.saved)"),
     }
     accept, expected = checks[kind]
     if not accept(value):
