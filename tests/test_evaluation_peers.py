@@ -164,3 +164,28 @@ def test_a_miss_not_measured_is_n_a_not_zero():
     t = data["totals"][arm.name]
     assert t["boundaries"] == 0 and t["evidence_line_miss"] is None
     assert fmt("evidence_line_miss", t["evidence_line_miss"]) == "n/a"
+
+
+def test_the_report_says_where_the_default_and_each_preset_stand_against_the_cheapest_peer():
+    from evaluation import report_peers, report_text
+    from evaluation.arms import CHOICES, PEERS
+    from tests.test_evaluation_advice import MEASURED, measured
+
+    costs = {"peer_observation_masking": 2_400_000, "peer_observation_masking_m5": 2_200_000}
+    costs["peer_clear_tool_uses"] = 1_950_000
+    data = measured(MEASURED | {n: (cost, 0.06, 16, 1.0) for n, cost in costs.items()})
+    for n in PEERS:
+        data["totals"][n]["over_window"] = 30
+    sentence = report_peers.standing(data)
+    assert sentence.startswith("Against the cheapest peer, tool-result clearing past 50% of the window")
+    cheapest = data["totals"]["peer_clear_tool_uses"]["cost"]
+    for n in CHOICES:
+        t = data["totals"][n]
+        assert f"{t['cost'] / cheapest:.2f}x" in sentence
+        assert fmt("evidence_line_miss", t["evidence_line_miss"]) in sentence
+    assert "sends 30 requests over the window" in sentence and "each with 0 requests over the window" in sentence
+    md = "\n".join(report_peers.section(data))
+    assert "## Beside the peers" in md and all(f"`{n}`" in md for n in PEERS)
+    assert "--engine context-simple-original" in md  # how to replay the original module beside them
+    terminal = " ".join(" ".join(report_text.terminal_verdict(data)).split())
+    assert sentence in md and sentence.replace("`", "") in terminal
