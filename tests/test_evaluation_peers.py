@@ -189,3 +189,23 @@ def test_the_report_says_where_the_default_and_each_preset_stand_against_the_che
     assert "--engine context-simple-original" in md  # how to replay the original module beside them
     terminal = " ".join(" ".join(report_text.terminal_verdict(data)).split())
     assert sentence in md and sentence.replace("`", "") in terminal
+
+
+def test_an_80_column_terminal_shows_each_peer_with_bill_miss_boundaries_and_requests_over_the_window(
+    monkeypatch, capsys
+):
+    from evaluation.arms import PEERS
+    from evaluation.report import print_table
+    from tests.test_evaluation_advice import MEASURED, measured
+
+    data = measured(MEASURED | {n: (1_950_000, 0.092, 16, 1.0) for n in PEERS})
+    for n in PEERS:
+        data["totals"][n].update(over_window=34, boundaries=209)
+    monkeypatch.setenv("COLUMNS", "80")
+    print_table(data | {"token_counter": "tiktoken o200k_base"})
+    out = capsys.readouterr().out
+    assert "bound-" in out and "over" in out and max(len(line) for line in out.splitlines()) <= 80
+    for n in PEERS:
+        row = next(line for line in out.splitlines() if line.strip().startswith(n + " "))
+        t = data["totals"][n]
+        assert row.split()[1:5] == [fmt("vs_none", t["vs_none"]), "9.2%", "209", "34"]
