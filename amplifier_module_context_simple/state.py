@@ -25,6 +25,7 @@ from .estimate import SEQ_KEY, seq_of
 from .floor import YIELD_KINDS
 from .ladder import kept_whole
 from .limit import READINGS
+from .refusal import valid_saved as _is_learned
 from .repair import tool_call_ids
 from .replay import is_real_user_message
 from .state_config import CONFIG_KEY, config_fingerprint, metadata_hint
@@ -67,6 +68,7 @@ FIELDS: tuple[Field, ...] = (
     Field("meter", "last_hybrid_anchored", "_last_hybrid_anchored", "opt_count"),
     Field("meter", "usage_events", "_usage_events", "count"),
     Field("meter", "input_readings", "_input_readings", "readings"),
+    Field("meter", "learned_limit", "_learned_limit", "learned"),
     Field("meter", "cache_read_total", "_cache_read_total", "count"),
     Field("meter", "cache_write_total", "_cache_write_total", "count"),
     Field("meter", "cache_fields_complete", "_cache_fields_complete", "flag"),
@@ -91,6 +93,7 @@ OPTIONAL: dict[tuple[str, str], Any] = {
     ("sticky", "synthetic_calls"): [],
     ("sticky", "clipped_seqs"): [],
     ("meter", "input_readings"): {"events": 0, "pairs": []},
+    ("meter", "learned_limit"): None,
 }
 GROUPS: tuple[str, ...] = tuple(dict.fromkeys(field.group for field in FIELDS))
 
@@ -109,6 +112,7 @@ NOT_SAVED: dict[str, str] = {
     "_budget_reading": "this request's budget, recomputed on every request",
     "_budget_reported": "the last context:budget payload; a resumed session reports its budget again",
     "_input_limit": "the provider's input limit (limit.py): its readings are saved as meter.input_readings",
+    "_refusal": "what the provider's refusals taught (refusal.py): saved as meter.learned_limit",
     "messages": "the history itself: restored by set_messages()",
     "_next_seq": "re-stamped by set_messages()",
     "_tool_name_by_call_id": "derived from the history by set_messages()",
@@ -334,6 +338,11 @@ OPTIONAL_STATS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "ledger_tokens": _COUNT,
     "ledger_sources": _COUNT,
     "ledger_segments": _COUNT,
+    # a boundary a provider's refusal (or a repeated far reading) caused (refusal.py)
+    "compaction_reason": (lambda v: isinstance(v, str), "a string"),
+    "refused_tokens": _COUNT,
+    "learned_input_limit": _COUNT,
+    "refusal_message": (lambda v: isinstance(v, str), "a string"),
     # the last rung (floor.py): present only when it yielded
     **{f"floor_yield_{kind}": _COUNT for kind in YIELD_KINDS},
 }
@@ -449,6 +458,7 @@ def _scalar(kind: str, value: Any, where: str, message_count: int) -> Any:
         "opt_kind": (lambda v: v is None or v in _METER_KINDS, f"null or one of {', '.join(_METER_KINDS)}"),
         "flag": (lambda v: isinstance(v, bool), "true or false"),
         "readings": (_is_readings, '{"events": an int >= 0, "pairs": at most 8 [count, count] pairs of ints >= 1}'),
+        "learned": (_is_learned, "null or the learned limit (refusal.RefusalLimit.saved)"),
     }
     accept, expected = checks[kind]
     if not accept(value):
