@@ -25,11 +25,11 @@ from typing import Any
 
 from . import recall_rank as rank
 from . import recall_source as source
-from .calls import call_id, message_calls, message_texts
+from .calls import call_id, message_calls
 from .estimate import seq_of
 from .recall_regex import Pattern, UnsupportedPattern
 from .recall_search import Found, MessageTexts, Query, Search, fold, run, run_async
-from .recall_text import TOOL_NAME, call_label, call_text, has_text, is_recall_call, message_text
+from .recall_text import TOOL_NAME, call_label, has_text, is_recall_call, message_text
 
 __all__ = ["Found", "MessageTexts", "Query", "RecallTool", "message_text", "parse", "render", "search"]
 
@@ -47,6 +47,7 @@ LINES_SHARE = 0.6  # of the output, shared among the matching lines shown (the r
 LISTED_SEQS = 12  # numbers of the matching messages not shown, listed in the last line
 FOOTER_CHARS = 400  # kept for that last line
 LISTED_HEADER = "Other calls naming it (ask for one's output with from_seq and to_seq set to its number):"
+NO_SOURCE = "[offset pages through the output of a call the query names; no call's path or command holds it]"
 NOTE_CHARS = 100  # kept for the line under a source's output saying how to page on
 ROLES = ("user", "assistant", "tool", "system", "developer")
 NOTE = "Older messages removed from your view can be searched with the context_recall tool."
@@ -330,20 +331,12 @@ def _footer(found: Search, hits: list[Found], left: int, late: str) -> str | Non
 
 
 def _calls_a_source(found: Search, hit: Found) -> bool:
-    """An assistant message matching only on the first line of calls that the query names (their output
-    is shown as sources): its text as ``message_text`` joins it, texts first, then each call."""
-    message = found.messages[hit.index]
+    """An assistant message matching only on the first line of calls the query names (shown as sources)."""
+    message, words = found.messages[hit.index], found.query.words
     if message.get("role") != "assistant" or not hit.lines:
         return False
-    texts = [text for text in message_texts(message) if text]
-    at, named = len("\n".join(texts)) + 1 if texts else 0, set()
-    for call in message_calls(message):
-        if is_recall_call(call):
-            continue
-        if all(word in fold(source.call_head(call)) for word in found.query.words):
-            named.add(at)
-        at += len(call_text(call)) + 1
-    return all(start in named for start, _ in hit.lines)
+    names = lambda call: all(word in fold(source.call_head(call)) for word in words)  # noqa: E731
+    return source.only_calls_named(message, [start for start, _ in hit.lines], names)
 
 
 def _source_label(found: Search, hit: Found) -> str:
@@ -400,6 +393,13 @@ def _render_sources(found: Search, hits: list[Found], partial: bool, budget_char
 
 def render(found: Search, budget_chars: int) -> str:
     """The tool's output within ``budget_chars``, with a last line saying what was left out."""
+    if found.query.offset and not found.sources and not found.replaced:  # paging a query naming no call
+        out = _render(found, budget_chars - len(NO_SOURCE) - 2)
+        return f"{NO_SOURCE}\n\n{out}"
+    return _render(found, budget_chars)
+
+
+def _render(found: Search, budget_chars: int) -> str:
     if found.replaced:
         return "The conversation's history was replaced or edited during the search; nothing was found. Search again."
     late = ""

@@ -17,11 +17,12 @@ from __future__ import annotations
 import heapq
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import recall_rank as rank
-from .calls import arguments_value, call_name
+from .calls import arguments_value, call_name, message_calls, message_texts
+from .recall_text import call_text, is_recall_call
 
 SOURCE_SHARE = 0.4  # of the answer for the sources when other messages match too (the rest: those)
 NAMING_SHARE = 0.75  # the same, for a query that reads as a path or a command
@@ -53,6 +54,20 @@ def call_head(call: Any) -> str:
     else:
         inner = "" if value is None else _head(value)
     return f"{call_name(call)}({inner})"[:HEAD_LINE_CHARS]
+
+
+def only_calls_named(message: dict[str, Any], starts: Sequence[int], names: Callable[[Any], bool]) -> bool:
+    """Whether every line at ``starts`` (in the message's searchable text: its texts, then each call but
+    this tool's own, as recall_text.message_text joins them) is the first line of a call ``names``."""
+    texts = [text for text in message_texts(message) if text]
+    at, named = len("\n".join(texts)) + 1 if texts else 0, set()
+    for call in message_calls(message):
+        if is_recall_call(call):
+            continue
+        if names(call):
+            named.add(at)
+        at += len(call_text(call)) + 1
+    return all(start in named for start in starts)
 
 
 def source_share(query: str) -> float:

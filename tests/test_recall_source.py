@@ -157,3 +157,11 @@ def test_the_informative_lines_keep_their_order_and_mark_the_gaps() -> None:
 def test_the_description_says_how_to_ask_for_a_files_or_a_commands_output() -> None:
     assert "give its path or command as the query" in DESCRIPTION and "offset" in DESCRIPTION
     assert INPUT_SCHEMA["properties"]["offset"]["minimum"] == 0
+
+
+@pytest.mark.asyncio
+async def test_an_offset_for_a_query_naming_no_call_says_so() -> None:
+    coordinator, ctx, _ = await mounted()
+    await add_all(ctx, session())
+    out = (await recall(coordinator, query="ZX_CONFIG_PATH", offset=10)).output
+    assert "ZX_CONFIG_PATH" in out and "no call's path or command holds it" in out
