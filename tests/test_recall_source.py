@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
+from amplifier_module_context_simple.calls import arguments_value, call_name
 from amplifier_module_context_simple.recall import DESCRIPTION, INPUT_SCHEMA, MAX_OUTPUT_TOKENS
 from amplifier_module_context_simple.recall_source import call_head, informative_lines
-from tests.conftest import add_all, asst, result, system, user
+from tests.conftest import WORKLOADS, add_all, asst, by_transcript, load_transcript, result, system, user
 from tests.test_calls import wrapped
 from tests.test_recall import mounted, recall
 from tests.test_recall_shapes import SHAPES, assistant_calls
@@ -165,3 +166,38 @@ async def test_an_offset_for_a_query_naming_no_call_says_so() -> None:
     await add_all(ctx, session())
     out = (await recall(coordinator, query="ZX_CONFIG_PATH", offset=10)).output
     assert "ZX_CONFIG_PATH" in out and "no call's path or command holds it" in out
+
+
+def _cues(messages: list[Message]) -> dict[str, int]:
+    """For the tool results of a transcript: the first path-like word of their call's first argument line
+    -> the position of the newest result whose call's arguments name it on one of their first lines."""
+    calls, newest = {}, {}
+    for message in messages:
+        for call in message.get("tool_calls") or ():
+            calls[call["id"]] = call
+    for index, message in enumerate(messages):
+        call = calls.get(message.get("tool_call_id")) if message.get("role") == "tool" else None
+        if call is None or call_name(call) == "context_recall":
+            continue
+        value = arguments_value(call)
+        heads = [str(v).lstrip().split("\n")[0][:200] for v in (value.values() if isinstance(value, dict) else [value])]
+        for cue in list(newest):
+            if any(cue.lower() in " ".join(head.split()).lower() for head in heads):
+                newest[cue] = index
+        words = [w for head in heads for w in head.split() if ("/" in w or "." in w.strip(".")) and len(w) > 4]
+        if words and words[0] not in newest:
+            newest[words[0]] = index
+    return newest
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("path", by_transcript(WORKLOADS), ids=lambda p: p.stem[-40:])
+async def test_on_real_transcripts_a_calls_path_brings_its_newest_output_first_within_the_bound(path) -> None:
+    coordinator, ctx, _ = await mounted()
+    messages = load_transcript(path)
+    await add_all(ctx, messages)
+    cues = sorted(_cues(messages).items())[:12]
+    for cue, index in cues:
+        out = (await recall(coordinator, query=cue)).output
+        assert len(out) <= BOUND, cue
+        assert out.startswith("Output of the ") and labels(out)[0].startswith(f"#{index} tool result of "), cue
