@@ -287,3 +287,27 @@ async def test_a_preset_lets_the_screenshots_yield_instead_of_ending_over_budget
     assert estimate_tokens(non_ephemeral(view)) <= 12_000 - 800
     assert ctx._last_compaction_stats["floor_yield_user_words"] >= 1
     assert "the protections yielded to fit the budget" in caplog.text
+
+
+class SmallWindowProvider(WindowProvider):
+    """A small local model: 4,096 tokens of window, 1,024 of output (the budget's formula leaves nothing)."""
+
+    def get_model_info(self) -> Any:
+        return SimpleNamespace(context_window=4_096, max_output_tokens=1_024)
+
+
+@pytest.mark.asyncio
+async def test_a_small_window_is_still_a_window():
+    # Old code: 4,096 - 512 - 4,096 <= 0 dropped the window: the budget fell back to 200,000, the input limit
+    # (3,072) was dropped with it, and views grew past the window with no compaction.
+    ctx, provider = SimpleContextManager(), SmallWindowProvider()
+    await ctx.add_message(stamped(user("Summarize each file as you read it.")))
+    limit, seen = 4_096 - 1_024, []
+    for index in range(12):
+        await ctx.add_message(stamped(asst_calls(f"r{index}")))
+        await ctx.add_message(stamped(result(f"r{index}", chars(500))))
+        seen.append(provider.count(await request(ctx, provider)))
+    reading = ctx._budget_reading
+    assert reading.source == "provider" and reading.context_window == 4_096
+    assert 0 < reading.effective_budget <= limit
+    assert ctx._last_compaction_stats and max(seen) <= limit
