@@ -311,3 +311,42 @@ async def test_a_small_window_is_still_a_window():
     assert reading.source == "provider" and reading.context_window == 4_096
     assert 0 < reading.effective_budget <= limit
     assert ctx._last_compaction_stats and max(seen) <= limit
+
+
+def test_a_single_outlier_reading_is_set_aside_and_a_repeated_one_counts():
+    from amplifier_module_context_simple.limit import ProviderCount
+
+    def counted_with(readings: list[tuple[int, int]]) -> ProviderCount:
+        counted = ProviderCount()
+        for events, (module, provider) in enumerate(readings, start=1):
+            counted.note(events, provider, module)
+        return counted
+
+    steady = [(module, int(module * 1.2) + 700) for module in (8_000, 9_500, 11_000, 12_500)]
+    outlier = (14_000, 14_000 * 50)  # server-side tools counted as input, once
+    clean = counted_with(steady).largest_count(31_904)
+    # Old code: the outlier's excess became the offset (~700,000): no view of any size fit the limit.
+    assert counted_with([*steady, outlier]).largest_count(31_904) == clean
+    later = (15_000, 18_700)
+    assert counted_with([*steady, outlier, later]).largest_count(31_904) == counted_with(
+        [*steady, later]
+    ).largest_count(31_904)
+    # The same excess twice is evidence, not noise: the line follows it.
+    assert counted_with([*steady, outlier, (15_000, 15_000 * 50)]).largest_count(31_904) < 0
+
+
+@pytest.mark.asyncio
+async def test_one_outlier_reading_does_not_make_every_later_request_a_boundary():
+    ctx, provider = SimpleContextManager(max_tokens=30_000), WindowProvider(rate=1.2)
+    await ctx.add_message(stamped(user("Audit the parser; quote each line you change.")))
+    boundaries = []
+    for index in range(16):
+        await ctx.add_message(stamped(asst_calls(f"r{index}")))
+        await ctx.add_message(stamped(result(f"r{index}", chars(900))))
+        before = ctx._last_compaction_stats
+        view = await ctx.get_messages_for_request(provider=provider)
+        boundaries.append(ctx._last_compaction_stats is not before)
+        tokens = provider.count(view) * (50 if index == 8 else 1)  # one reading counts server-side tools
+        await ctx._on_llm_response("llm:response", {"usage": {"input_tokens": tokens}})
+    # Old code: the outlier's excess became the limit's offset, and every request after it was a boundary.
+    assert not any(boundaries) and len(ctx._input_limit.count.readings) > 8 - 1
