@@ -11,7 +11,8 @@ yield one after the other, each only as far as the goal needs:
 3. **user words**: the user messages ``user_words_share`` kept are stubbed (removed when they hold an
    image, which a stub would drop), and the first user message is stubbed as level 8 stubs it;
 4. **older user messages** are removed oldest first: stubs, short ones and those kept whole;
-5. **the newest tool group**: its results are clipped to head and tail, sharing the room left.
+5. **the newest tool group**: its results are clipped to head and tail, sharing the room left (a clip an
+   earlier boundary made shrinks when the room left for it did; it never grows).
 
 The true floor, which nothing here touches: the instructions, the task (the first user message, stubbed
 when long), the turn's prompt and every user message after it, the newest tool group (clipped to
@@ -29,7 +30,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from .calls import wrapped_output
-from .estimate import IMAGE_BLOCK_TYPES
+from .estimate import IMAGE_BLOCK_TYPES, seq_of
 from .instructions import is_instruction
 from .ladder import LadderOps, Protections, _Run, kept_whole, newest_group, pinned_indices
 from .ledger import is_ledger
@@ -95,15 +96,19 @@ def floor_tokens(run: _Run, system_tokens: int, clip: bool = True) -> int:
         message = run.messages[index]
         if index == first_user and run._stubbable(message):
             total += run.ops.count(run.ops.stub(message))
-        elif clip and index in newest and _clippable(message):
+        elif clip and index in newest and _clippable(run, message):
             total += min(run.ops.count(message), MIN_CLIP_TOKENS + CLIP_HEADER_TOKENS)
         else:
             total += run.ops.count(message)
     return total
 
 
-def _clippable(message: Message) -> bool:
-    return message.get("role") == "tool" and isinstance(message.get("content"), str) and not message.get("_truncated")
+def _clippable(run: _Run, message: Message) -> bool:
+    """A text result the clip can shorten: whole, or clipped by an earlier boundary (the room left for it
+    may have shrunk since: the turn's users grew, or the answer that made it history was removed)."""
+    if message.get("role") != "tool" or not isinstance(message.get("content"), str):
+        return False
+    return not message.get("_truncated") or seq_of(message) in run.ops.clipped
 
 
 @dataclass(frozen=True)
@@ -234,7 +239,7 @@ def _remove_older_users(run: _Run, yields: Yields) -> None:
 
 def _clip_newest(run: _Run, yields: Yields) -> None:
     """Clip the newest group's results to head and tail, each to an equal share of the room left."""
-    results = [i for i in newest_group(run.messages) if _clippable(run.messages[i])]
+    results = [i for i in newest_group(run.messages) if _clippable(run, run.messages[i])]
     if run.ops.clip is None or not results:
         return
     sizes = {i: run.ops.count(run.messages[i]) for i in results}

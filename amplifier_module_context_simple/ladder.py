@@ -42,6 +42,8 @@ class LadderOps:
     turn_start: int | None = None
     # The last rung's clip of a result to about ``tokens`` (head and tail); None: nothing is clipped.
     clip: Callable[[Message, int], Message] | None = None
+    # ``_seq`` of the results an earlier boundary's last rung clipped: the clip may shrink (never grow).
+    clipped: Container[int] = frozenset()
 
 
 @dataclass(frozen=True)

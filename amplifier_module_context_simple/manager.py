@@ -538,11 +538,20 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
             is_real_user=is_real_user_message,
             turn_start=turn_prompt_seq(self.messages),
             clip=self._clip_stored,
+            clipped=self._clipped_seqs,
         )
 
     def _clip_stored(self, message: Message, tokens: int) -> Message:
-        """The last rung's clip (head and tail): only of a stored result, whose ``_seq`` keeps it sticky."""
-        return message if seq_of(message) is None else self._clip_tool_result(message, tokens)
+        """The last rung's clip (head and tail): only of a stored result, whose ``_seq`` keeps it sticky. A
+        result an earlier boundary clipped is clipped again from the result as the view holds it whole,
+        as the sticky decision replays it."""
+        seq = seq_of(message)
+        if seq is None:
+            return message
+        if seq in self._clipped_seqs and message.get("_truncated"):
+            stored = next((m for m in reversed(self.messages) if seq_of(m) == seq), None)
+            message = message if stored is None else self._ingress.apply(stored)
+        return self._clip_tool_result(message, tokens)
 
     def _truncate_stored(self, message: Message) -> Message:
         """The ladder's truncation: a repair-made result has no ``_seq`` to keep the decision sticky."""

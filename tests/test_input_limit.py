@@ -350,3 +350,52 @@ async def test_one_outlier_reading_does_not_make_every_later_request_a_boundary(
         await ctx._on_llm_response("llm:response", {"usage": {"input_tokens": tokens}})
     # Old code: the outlier's excess became the limit's offset, and every request after it was a boundary.
     assert not any(boundaries) and len(ctx._input_limit.count.readings) > 8 - 1
+
+
+class ThinkingWindowProvider(WindowProvider):
+    """20,000 tokens of window, 4,000 of output: an input limit of 16,000."""
+
+    def get_model_info(self) -> Any:
+        return SimpleNamespace(context_window=20_000, max_output_tokens=4_000)
+
+
+def thinking_call(call_id: str) -> Message:
+    blocks = [
+        {"type": "thinking", "thinking": "I should read it first.", "signature": "sig-" + "A" * 40},
+        {"type": "text", "text": "Reading."},
+    ]
+    return {**asst_calls(call_id), "content": blocks}
+
+
+@pytest.mark.asyncio
+async def test_a_clip_made_at_an_earlier_boundary_can_shrink():
+    # A thinking model reads one large file (the last rung clips it to fit), answers, and the talk goes on
+    # without tools; level 3 keeps the thinking tool group and removes the answers, so the group is the
+    # newest again. Then the user pastes a log. Old code: the earlier clip counted as fixed floor, the
+    # floor was over every goal, nothing yielded, and the view went out past the 16,000 limit.
+    ctx, provider = SimpleContextManager(), ThinkingWindowProvider()
+    for message in [
+        system("You are a careful engineer."),
+        user("Audit the loader; " + "quote the lines you rely on. " * 20),
+        thinking_call("a"),
+        result("a", chars(40_000)),
+    ]:
+        await ctx.add_message(stamped(message))
+    sent = [provider.count(await request(ctx, provider))]
+    first_clip = dict(ctx._clipped_seqs)
+    await ctx.add_message(stamped(asst("The loader fails because " + "of the header. " * 300)))
+    for index in range(6):
+        await ctx.add_message(stamped(user(f"Question {index}: " + "why is that? " * 200)))
+        sent.append(provider.count(await request(ctx, provider)))
+        await ctx.add_message(stamped(asst(f"Answer {index}: " + "because. " * 600)))
+    await ctx.add_message(stamped(user("Here is the new log: " + chars(7_000))))
+    view = await request(ctx, provider)
+    sent.append(provider.count(view))
+    assert max(sent) <= 16_000
+    (seq, tokens), (_, before) = *ctx._clipped_seqs.items(), *first_clip.items()
+    assert tokens < before  # the same result, clipped shorter
+    # The shorter clip is sticky: the next request replays it byte for byte.
+    again = await ctx.get_messages_for_request(provider=provider)
+    clipped = [[m for m in v if m.get("role") == "tool"] for v in (view, again)]
+    assert clipped[0] and json.dumps(clipped[0]) == json.dumps(clipped[1])
+    assert ctx._clipped_seqs == {seq: tokens}
