@@ -499,7 +499,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         self._stubbed_seqs |= plan.stubbed - plan.removed
         self._clipped_seqs.update(plan.clipped)
         return await self._finalize_compaction_with_stats(
-            system, plan.messages, plan.level, before, budget, target, plan.yields
+            system, plan.messages, plan.level, before, budget, target, plan.yields, plan.unfit
         )
 
     # ----- the provider's input limit (limit.py) and the last rung (floor.py) -------------------
@@ -539,6 +539,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
             turn_start=turn_prompt_seq(self.messages),
             clip=self._clip_stored,
             clipped=self._clipped_seqs,
+            exempt=self._is_exempt_result,
         )
 
     def _clip_stored(self, message: Message, tokens: int) -> Message:
@@ -580,8 +581,10 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         budget: int,
         target: int,
         yields: dict[str, int] | None = None,
+        unfit: int | None = None,
     ) -> list[Message]:
-        """Judge (clear-at-least), warn if over budget, record the level and stats, emit the event."""
+        """Judge (clear-at-least), warn if over budget (or, under it, when nothing valid fits the last
+        rung's goal: ``unfit``, floor.py), record the level and stats, emit the event."""
         final = system + working
         final_tokens = self._counts().total(final)
         pending = self._clear_at_least_pending
@@ -592,8 +595,11 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         if final_tokens > budget:
             system_tokens = self._system_tokens_as_stored(system)
             self._warn_over_budget(level, final_tokens, budget, system_tokens, target, working, yields)
-        if yields:
-            log_yields(yields, final_tokens, None if self.protect_in_tokens else input_limit(self._budget_reading))
+        forced_by = None if self.protect_in_tokens else input_limit(self._budget_reading)
+        if unfit is not None and final_tokens <= budget:
+            log_yields(yields or {}, final_tokens, forced_by, unfit)  # once: OVER BUDGET said it otherwise
+        elif yields and unfit is None:
+            log_yields(yields, final_tokens, forced_by)
         self._sticky_level = max(self._sticky_level, level)
         self._hoist_limit = self._next_seq
         stats = {

@@ -399,3 +399,38 @@ async def test_a_clip_made_at_an_earlier_boundary_can_shrink():
     clipped = [[m for m in v if m.get("role") == "tool"] for v in (view, again)]
     assert clipped[0] and json.dumps(clipped[0]) == json.dumps(clipped[1])
     assert ctx._clipped_seqs == {seq: tokens}
+
+
+class WindowOf(WindowProvider):
+    def __init__(self, window: int, output: int) -> None:
+        super().__init__()
+        self.window, self.output = window, output
+
+    def get_model_info(self) -> Any:
+        return SimpleNamespace(context_window=self.window, max_output_tokens=self.output)
+
+
+@pytest.mark.asyncio
+async def test_a_floor_a_little_over_the_goal_still_yields_what_is_not_the_users(caplog):
+    # 32,000 tokens of window, 8,000 of output: a limit of 24,000, and a goal of ~15,400 of the module's
+    # tokens before any reading (its margin and the prior rate). The turn's prompt (a spec of ~14,500) puts
+    # the true floor a little over that goal. Old code: nothing yielded at all, and the view went out at
+    # ~38,000; clipping the newest result alone fits the limit.
+    ctx, provider = SimpleContextManager(), WindowOf(32_000, 8_000)
+    spec = "Here is the spec: " + chars(14_500)
+    for message in [
+        system("You are a careful engineer."),
+        user("Audit the loader; " + "quote the lines you rely on. " * 20),
+        asst("On it."),
+        user(spec),
+        asst_calls("a"),
+        result("a", chars(20_000)),
+    ]:
+        await ctx.add_message(stamped(message))
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        view = await request(ctx, provider)
+    assert provider.count(view) <= 32_000 - 8_000
+    assert spec in [m["content"] for m in view]  # the user's words are kept
+    assert ctx._last_compaction_stats["floor_yield_newest_results"] == 1
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "nothing valid fits" in warnings[0]
