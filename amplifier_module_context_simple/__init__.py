@@ -118,9 +118,15 @@ async def mount(coordinator: Any, config: dict[str, Any] | None = None) -> Any:
     context = SimpleContextManager(hooks=hooks, **{k: v for k, v in options.items() if k in DEFAULTS})
     # Every option reached the constructor; the ones the config gave are the explicit ones.
     context.__dict__["_explicit_keys"] = {k for k in (config or {}) if k in DEFAULTS and k != "preset"}
-    unregister = None
+    unregisters = []
     if hooks is not None:
-        unregister = hooks.register("llm:response", context._on_llm_response, priority=50, name="context-simple-meter")
+        unregisters.append(
+            hooks.register("llm:response", context._on_llm_response, priority=50, name="context-simple-meter")
+        )
+        # A refusal for length lowers the limit the next views fit (refusal.py).
+        unregisters.append(
+            hooks.register("provider:error", context._on_provider_error, priority=50, name="context-simple-refusal")
+        )
     await coordinator.mount("context", context)
     if hooks is not None:
         _settle_kernel_threads_at_exit()
@@ -130,8 +136,9 @@ async def mount(coordinator: Any, config: dict[str, Any] | None = None) -> Any:
         await _mount_recall_tool(coordinator, context)
 
     async def cleanup() -> None:
-        if unregister is not None:
-            unregister()
+        for unregister in unregisters:
+            if callable(unregister):
+                unregister()
         if context._recall_mounted:
             await _unmount_recall_tool(coordinator, context)
         await _stop_summary_task(context)

@@ -38,13 +38,14 @@ from .live_options import LiveOptions
 from .notice import INJECTIONS_REMOVED_KEY, RECENT_RESULTS_REMOVED_KEY, notice_message, removed_recent_results
 from .presets import apply_preset
 from .recall_search import MessageTexts
+from .refusal import RefusalLimit, parse_refusal
 from .repair import describe_repair
 from .repair_mirror import RepairMirror
 from .replay import build_replay, is_real_user_message, turn_prompt_seq
 from .state import apply_snapshot, build_snapshot, validate_snapshot
 from .summary import SummaryMixin
 from .token_counter import resolve_counter
-from .token_meter import TailScan, TokenMeterMixin
+from .token_meter import TailScan, TokenMeterMixin, continue_result
 from .tool_pairs import in_flight_start, is_hook_injection
 from .tool_results import ToolResultMixin
 from .validation import plain_message, warn_unknown_blocks
@@ -73,6 +74,7 @@ FAULT_KEYS = (
     "evidence_failures",
     "recall_failures",
     "restore_summaries_dropped",
+    "refusal_failures",
 )
 
 
@@ -154,6 +156,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         self._budget_reading: BudgetReading | None = None
         self._budget_reported: BudgetReading | None = None
         self._input_limit = InputLimit()  # the provider's input limit and its readings (limit.py)
+        self._refusal = RefusalLimit()  # what the provider's refusals for length taught (refusal.py)
         self._last_measured_prompt_tokens: int | None = None
         self._last_token_meter_stats: dict[str, Any] | None = None
         self._reset_meter_usage()
@@ -232,6 +235,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         self._last_measured_prompt_tokens = None
         self._last_token_meter_stats = None
         self._input_limit = InputLimit()
+        self._refusal = RefusalLimit()
         self._reset_meter_usage()
         self._reset_compaction_state()
 
@@ -306,7 +310,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         """One attempt at the view; None when the history was replaced while it awaited (a hook, the
         prompt factory): it wrote nothing into the new history's decisions, and the caller starts again."""
         started = self._decisions
-        budget = self._calculate_budget(token_budget, provider)
+        budget = self._learned_cap(self._calculate_budget(token_budget, provider))
         await self._emit_budget_change()
         if self.compaction_strategy == COMPACTION_STRATEGY_SUMMARY and provider is not None:
             self._cached_provider = provider
@@ -317,6 +321,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         working = self._repaired(working)
         appended_only = self._view_cache.appended_only(working)
         token_count, _source, _estimated, kind = self._measure_working_tokens(working, budget, appended_only)
+        self._last_token_meter_stats.update(self._refusal.stats())
         if self._hooks is not None:
             await self._emit("context:token_meter", dict(self._last_token_meter_stats or {}))
             if self._replaced(started):
@@ -508,7 +513,43 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         """The largest view body the provider's input limit takes (limit.py); None with no window known."""
         tail = self.compaction_notice_token_reserve if self.compaction_notice_enabled else 0
         meter = (self._usage_events, self._last_measured_prompt_tokens, self._anchor_estimate)
-        return self._input_limit.goal(self._budget_reading, *meter, tail)
+        goals = (self._input_limit.goal(self._budget_reading, *meter, tail), self._refusal.goal(tail))
+        return min((goal for goal in goals if goal is not None), default=None)
+
+    # ----- a provider's refusal for length (refusal.py) ----------------------------------------
+
+    def _learned_cap(self, budget: int) -> int:
+        """The budget, capped by what the provider's refusals and usage readings taught (refusal.py)."""
+        self._refusal.note(self._usage_events, self._last_measured_prompt_tokens, self._anchor_estimate, budget)
+        return self._refusal.cap(budget)
+
+    async def _on_provider_error(self, event: str, data: Any) -> Any:
+        """``provider:error``: a refusal for length lowers the limit the next views fit; never raises."""
+        try:
+            refusal = parse_refusal(data)
+            measured, anchor = self._valid_measurement(), self._anchor_estimate
+            rate = measured / anchor if measured and anchor else None
+            if refusal is not None and self._refusal.refused(refusal, self._last_sent_estimate, rate):
+                logger.warning(
+                    "context-simple: the provider refused a view of %s tokens as too long (%s); the next views "
+                    "fit %d tokens",
+                    self._last_sent_estimate,
+                    refusal.message[:120],
+                    self._refusal.learned.limit,
+                )
+        except Exception as exc:  # an observer must never fail the host's turn
+            self._fault_counts["refusal_failures"] += 1
+            logger.warning("context-simple: provider:error handler failed: %s", type(exc).__name__)
+        return continue_result()
+
+    @property
+    def _learned_limit(self) -> dict[str, Any] | None:
+        """The learned limit, as ``snapshot_state`` keeps it (state.py)."""
+        return self._refusal.saved()
+
+    @_learned_limit.setter
+    def _learned_limit(self, saved: dict[str, Any] | None) -> None:
+        self._refusal.restore(saved)
 
     @property
     def _input_readings(self) -> dict[str, Any]:
@@ -625,6 +666,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
             stats[INJECTIONS_REMOVED_KEY] = injections  # nor "all system messages"
         stats.update(self._evidence_stats(working))
         stats.update(yields or {})
+        stats.update(self._refusal.take_boundary())  # why, when a refusal caused this boundary
         self._last_compaction_stats = stats
         await self._emit("context:compaction", dict(stats))
         return final

@@ -25,6 +25,7 @@ from .estimate import SEQ_KEY, seq_of
 from .floor import YIELD_KINDS
 from .ladder import kept_whole
 from .limit import READINGS
+from .refusal import valid_saved as _is_learned
 from .repair import tool_call_ids
 from .replay import is_real_user_message
 from .token_meter import METER_KIND_ESTIMATED, METER_KIND_NONE, METER_KIND_USAGE
@@ -70,6 +71,7 @@ FIELDS: tuple[Field, ...] = (
     Field("meter", "last_hybrid_anchored", "_last_hybrid_anchored", "opt_count"),
     Field("meter", "usage_events", "_usage_events", "count"),
     Field("meter", "input_readings", "_input_readings", "readings"),
+    Field("meter", "learned_limit", "_learned_limit", "learned"),
     Field("meter", "cache_read_total", "_cache_read_total", "count"),
     Field("meter", "cache_write_total", "_cache_write_total", "count"),
     Field("meter", "cache_fields_complete", "_cache_fields_complete", "flag"),
@@ -94,6 +96,7 @@ OPTIONAL: dict[tuple[str, str], Any] = {
     ("sticky", "synthetic_calls"): [],
     ("sticky", "clipped_seqs"): [],
     ("meter", "input_readings"): {"events": 0, "pairs": []},
+    ("meter", "learned_limit"): None,
 }
 GROUPS: tuple[str, ...] = tuple(dict.fromkeys(field.group for field in FIELDS))
 
@@ -112,6 +115,7 @@ NOT_SAVED: dict[str, str] = {
     "_budget_reading": "this request's budget, recomputed on every request",
     "_budget_reported": "the last context:budget payload; a resumed session reports its budget again",
     "_input_limit": "the provider's input limit (limit.py): its readings are saved as meter.input_readings",
+    "_refusal": "what the provider's refusals taught (refusal.py): saved as meter.learned_limit",
     "messages": "the history itself: restored by set_messages()",
     "_next_seq": "re-stamped by set_messages()",
     "_tool_name_by_call_id": "derived from the history by set_messages()",
@@ -272,6 +276,13 @@ def _is_count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT
 
 
+def _bounded(value: Any) -> bool:
+    """Every int in ``value`` (an object of counts, flags and strings) is at most ``MAX_COUNT``."""
+    if isinstance(value, dict):
+        return all(map(_bounded, value.values()))
+    return not isinstance(value, int) or isinstance(value, bool) or value <= MAX_COUNT
+
+
 def _shown(value: Any) -> str:
     """``repr(value)`` for an error message, short, and never failing on an int too long to print."""
     try:
@@ -345,6 +356,11 @@ OPTIONAL_STATS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "ledger_tokens": _COUNT,
     "ledger_sources": _COUNT,
     "ledger_segments": _COUNT,
+    # a boundary a provider's refusal (or a repeated far reading) caused (refusal.py)
+    "compaction_reason": (lambda v: isinstance(v, str), "a string"),
+    "refused_tokens": _COUNT,
+    "learned_input_limit": _COUNT,
+    "refusal_message": (lambda v: isinstance(v, str), "a string"),
     # the last rung (floor.py): present only when it yielded
     **{f"floor_yield_{kind}": _COUNT for kind in YIELD_KINDS},
 }
@@ -461,6 +477,10 @@ def _scalar(kind: str, value: Any, where: str, message_count: int) -> Any:
         "opt_kind": (lambda v: v is None or v in _METER_KINDS, f"null or one of {', '.join(_METER_KINDS)}"),
         "flag": (lambda v: isinstance(v, bool), "true or false"),
         "readings": (_is_readings, '{"events": a count, "pairs": at most 8 [count, count] pairs of counts >= 1}'),
+        "learned": (
+            lambda v: _is_learned(v) and _bounded(v),
+            f"null or the learned limit (refusal.RefusalLimit.saved), its counts at most {MAX_COUNT}",
+        ),
     }
     accept, expected = checks[kind]
     if not accept(value):
