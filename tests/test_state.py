@@ -573,10 +573,13 @@ async def test_every_number_a_snapshot_carries_is_bounded() -> None:
     ctx, state = await compacted_manager()
     state["meter"]["input_readings"] = {"events": 3, "pairs": [[9_000, 11_000], [12_000, 14_500]]}
     state["meter"]["last_measured_prompt_tokens"] = state["meter"]["last_measured_prompt_tokens"] or 12_000
+    learned = {"limit": 30_000, "ceiling": 36_000, "source": "refusal", "refusals": 1, "events": 3, "streak": 0}
+    state["meter"]["learned_limit"] = {**learned, "warned": False}
     ctx.restore_state(copy.deepcopy(state))  # the valid state, with readings, restores
     before = fingerprint(ctx)
     leaves = numeric_leaves(state)
     assert ("meter", "input_readings", "pairs", 0, 0) in leaves and ("sticky", "level") in leaves
+    assert ("meter", "learned_limit", "limit") in leaves
     for path in leaves:
         for huge in (10**400, 10**5000, 1e300):
             with pytest.raises(ValueError, match="nothing was changed") as info:
