@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from . import clear_at_least as cal
+from . import recall_direct
 from .budget import BudgetMixin, BudgetReading, effective_budget, warn_over_budget
 from .config import COMPACTION_STRATEGY_SUMMARY, DEFAULTS, check_token_budget, parse_clear_at_least
 from .decisions import Decisions, Sticky, install
@@ -30,6 +31,7 @@ from .floor import (
     typical_result,
     yields_text,
 )
+from .hook_emit import emit_event
 from .ingress import IngressClipper
 from .instructions import hoist_all, is_injected_instruction, split_instructions
 from .ladder import LadderOps, Protections, apply_decisions, last_results
@@ -43,6 +45,7 @@ from .repair import describe_repair
 from .repair_mirror import RepairMirror
 from .replay import build_replay, is_real_user_message, turn_prompt_seq
 from .state import apply_snapshot, build_snapshot, validate_snapshot
+from .state_config import warn_config_differs
 from .summary import SummaryMixin
 from .token_counter import resolve_counter
 from .token_meter import TailScan, TokenMeterMixin, continue_result
@@ -50,6 +53,7 @@ from .tool_pairs import in_flight_start, is_hook_injection
 from .tool_results import ToolResultMixin
 from .validation import plain_message, warn_unknown_blocks
 from .view_cache import ViewCache
+from .view_markers import warn_if_view
 from .wire_copy import Guard, history_list, stored_copy
 
 logger = logging.getLogger("amplifier_module_context_simple")
@@ -132,6 +136,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         if self.max_messages is not None:
             logger.info("context-simple: max_messages is accepted and ignored (token budgets govern views)")
         self._hooks = hooks
+        self._told_once: set[str] = set()  # problems told once per manager (hook_emit.py, view_markers.py)
         self._store_guard = Guard([])  # stored messages report in-place edits to it (wire_copy.py)
         self.messages: list[Message] = history_list((), self._store_guard)
         self._next_seq = 0
@@ -208,6 +213,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
             raise TypeError(f"context-simple: set_messages expects a list, got {type(messages).__name__}")
         plain = [plain_message(message, where=f"message {index}") for index, message in enumerate(messages)]
         warn_unknown_blocks(plain, self._warned_block_types)
+        warn_if_view(plain, self._told_once)
         self._store_guard = guard = Guard([])  # a message of the replaced history reports elsewhere
         self.messages = history_list(
             (
@@ -251,6 +257,21 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         """Protocol compliance: stored history is never compacted."""
         return None
 
+    # ----- public accessors ---------------------------------------------------------------------
+
+    @property
+    def last_compaction_stats(self) -> dict[str, Any] | None:
+        """The stats of the last compaction (the ``context:compaction`` payload), or None before any; a
+        copy. ``_last_compaction_stats`` stays, for the hosts that read the original's private name."""
+        stats = self._last_compaction_stats
+        return None if stats is None else dict(stats)
+
+    def get_recall_tool(self) -> Any:
+        """The ``context_recall`` tool over this history, for your own tool loop (mount() registers it
+        itself when ``recall_tool`` is true): ``name``, ``description``, ``input_schema`` and ``await
+        tool.execute(arguments)`` (recall_direct.py)."""
+        return recall_direct.offer(self)
+
     # ----- resume state (state.py) -------------------------------------------------------------
 
     def snapshot_state(self) -> dict[str, Any]:
@@ -269,6 +290,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
             self._fault_counts["restore_summaries_dropped"] += 1
             logger.warning("context-simple: restore_state dropped a pending summary (unverifiable text)")
         apply_snapshot(self, values)
+        warn_config_differs(state, self)
         self._measurement_stale = self._anchor_seq is None  # a reading with an anchor measured this history
 
     # ----- one request -------------------------------------------------------------------------
@@ -276,6 +298,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
     async def get_messages_for_request(self, token_budget: int | None = None, provider: Any = None) -> list[Message]:
         """The view to send now: the history, compacted only if it no longer fits the budget."""
         check_token_budget(token_budget)
+        recall_direct.warn_if_not_taken(self, self._told_once)
         for _attempt in range(REQUEST_ATTEMPTS):
             self._adopt_edits()
             view = await self._request_view(token_budget, provider)
@@ -757,13 +780,8 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
 
     async def _emit(self, event: str, payload: dict[str, Any]) -> None:
         """Emit a hook event; a failing hook is logged and counted, never raised into the turn."""
-        if self._hooks is None:
-            return
-        try:
-            await self._hooks.emit(event, payload)
-        except Exception as exc:
-            self._fault_counts["hook_emit_failures"] += 1
-            logger.warning("context-simple: emitting %s failed: %s", event, type(exc).__name__)
+        if self._hooks is not None:
+            await emit_event(self._hooks, event, payload, self._fault_counts, self._told_once)
 
     @property
     def fault_stats(self) -> dict[str, int]:

@@ -28,6 +28,7 @@ from .limit import READINGS
 from .refusal import valid_saved as _is_learned
 from .repair import tool_call_ids
 from .replay import is_real_user_message
+from .state_config import CONFIG_KEY, config_fingerprint, metadata_hint
 from .token_meter import METER_KIND_ESTIMATED, METER_KIND_NONE, METER_KIND_USAGE
 from .tool_pairs import is_hook_injection, tool_groups
 
@@ -127,6 +128,8 @@ NOT_SAVED: dict[str, str] = {
     "_fault_counts": "diagnostics",
     "_reported_repairs": "log de-duplication",
     "_warned_block_types": "log de-duplication",
+    "_told_once": "log de-duplication (a non-async hooks.emit, a view given to set_messages)",
+    "_said_warnings": "log de-duplication (configuration warnings said once per session)",
     "_counts_key": "cache",
     "_count_cache": "cache (per-_seq counts, recomputed on demand)",
     "_derived": "cache (truncated and stubbed rewrites, recomputed on demand)",
@@ -262,6 +265,7 @@ def build_snapshot(manager: Any) -> dict[str, Any]:
     positions = _Positions(manager.messages)
     for field in FIELDS:
         snapshot[field.group][field.key] = _encode(field.kind, getattr(manager, field.attribute), positions)
+    snapshot[CONFIG_KEY] = config_fingerprint(manager)  # restore_state says when it differs
     return snapshot
 
 
@@ -517,8 +521,8 @@ def _header(state: Any, messages: Sequence[dict[str, Any]]) -> int:
     if type(version) is not int or version != STATE_VERSION:
         raise _refuse(f"unknown state version {_shown(version)} (this module reads version {STATE_VERSION})")
     expected = set(HEADER_KEYS) | set(GROUPS)
-    if set(state) != expected:
-        missing, extra = sorted(expected - set(state)), sorted(map(str, set(state) - expected))
+    if set(state) - {CONFIG_KEY} != expected:  # the configuration's fingerprint is optional (state_config.py)
+        missing, extra = sorted(expected - set(state)), sorted(map(str, set(state) - expected - {CONFIG_KEY}))
         raise _refuse(f"malformed state: missing keys {missing}, unexpected keys {extra}")
     count, digest = state["message_count"], state["history_digest"]
     if not _is_count(count) or not isinstance(digest, str) or not digest.startswith(DIGEST_PREFIX):
@@ -528,7 +532,7 @@ def _header(state: Any, messages: Sequence[dict[str, Any]]) -> int:
     if history_digest(messages[:count]) != digest:
         raise _refuse(
             f"the state belongs to a different history (the first {count} stored messages do not match its "
-            "digest); call set_messages() with the history the state was saved with"
+            "digest); call set_messages() with the history the state was saved with" + metadata_hint(messages[:count])
         )
     return count
 
