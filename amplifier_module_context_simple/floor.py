@@ -174,6 +174,8 @@ def yield_floor(run: _Run, system_tokens: int, goals: Goals) -> dict[str, int]:
                 break
             step(run, yields)
     run.plan.goal = min((goal for goal in goals.must if run.total <= goal), default=None)
+    if run.plan.unfit is not None and run.total <= run.plan.unfit:
+        run.plan.unfit = None  # the floor's count was an upper bound: the yields fit after all
     return yields.stats()
 
 
