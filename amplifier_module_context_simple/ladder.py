@@ -42,6 +42,10 @@ class LadderOps:
     turn_start: int | None = None
     # The last rung's clip of a result to about ``tokens`` (head and tail); None: nothing is clipped.
     clip: Callable[[Message, int], Message] | None = None
+    # ``_seq`` of the results an earlier boundary's last rung clipped: the clip may shrink (never grow).
+    clipped: Container[int] = frozenset()
+    # A result no rewrite shortens (an exempt tool's): the clip leaves it whole, so the floor counts it whole.
+    exempt: Callable[[Message], bool] | None = None
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,7 @@ class LadderPlan:
     clipped: dict[int, int] = field(default_factory=dict)  # the newest group's results cut to tokens (floor.py)
     yields: dict[str, int] = field(default_factory=dict)  # what the last rung yielded (floor.Yields.stats)
     goal: int | None = None  # the total the last rung worked to (floor.py), when it ran
+    unfit: int | None = None  # the smallest goal the true floor is over (floor.py): nothing valid fits it
 
 
 def last_results(tool_result_indices: list[int], keep: int) -> set[int]:

@@ -527,7 +527,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         self._stubbed_seqs |= plan.stubbed - plan.removed
         self._clipped_seqs.update(plan.clipped)
         return await self._finalize_compaction_with_stats(
-            system, plan.messages, plan.level, before, budget, target, plan.yields
+            system, plan.messages, plan.level, before, budget, target, plan.yields, plan.unfit
         )
 
     # ----- the provider's input limit (limit.py) and the last rung (floor.py) -------------------
@@ -602,11 +602,21 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
             is_real_user=is_real_user_message,
             turn_start=turn_prompt_seq(self.messages),
             clip=self._clip_stored,
+            clipped=self._clipped_seqs,
+            exempt=self._is_exempt_result,
         )
 
     def _clip_stored(self, message: Message, tokens: int) -> Message:
-        """The last rung's clip (head and tail): only of a stored result, whose ``_seq`` keeps it sticky."""
-        return message if seq_of(message) is None else self._clip_tool_result(message, tokens)
+        """The last rung's clip (head and tail): only of a stored result, whose ``_seq`` keeps it sticky. A
+        result an earlier boundary clipped is clipped again from the result as the view holds it whole,
+        as the sticky decision replays it."""
+        seq = seq_of(message)
+        if seq is None:
+            return message
+        if seq in self._clipped_seqs and message.get("_truncated"):
+            stored = next((m for m in reversed(self.messages) if seq_of(m) == seq), None)
+            message = message if stored is None else self._ingress.apply(stored)
+        return self._clip_tool_result(message, tokens)
 
     def _truncate_stored(self, message: Message) -> Message:
         """The ladder's truncation: a repair-made result has no ``_seq`` to keep the decision sticky."""
@@ -635,8 +645,10 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         budget: int,
         target: int,
         yields: dict[str, int] | None = None,
+        unfit: int | None = None,
     ) -> list[Message]:
-        """Judge (clear-at-least), warn if over budget, record the level and stats, emit the event."""
+        """Judge (clear-at-least), warn if over budget (or, under it, when nothing valid fits the last
+        rung's goal: ``unfit``, floor.py), record the level and stats, emit the event."""
         final = system + working
         final_tokens = self._counts().total(final)
         pending = self._clear_at_least_pending
@@ -647,8 +659,11 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         if final_tokens > budget:
             system_tokens = self._system_tokens_as_stored(system)
             self._warn_over_budget(level, final_tokens, budget, system_tokens, target, working, yields)
-        if yields:
-            log_yields(yields, final_tokens, None if self.protect_in_tokens else input_limit(self._budget_reading))
+        forced_by = None if self.protect_in_tokens else input_limit(self._budget_reading)
+        if unfit is not None and final_tokens <= budget:
+            log_yields(yields or {}, final_tokens, forced_by, unfit)  # once: OVER BUDGET said it otherwise
+        elif yields and unfit is None:
+            log_yields(yields, final_tokens, forced_by)
         self._sticky_level = max(self._sticky_level, level)
         self._hoist_limit = self._next_seq
         stats = {

@@ -317,6 +317,15 @@ class ToolResultMixin:
                     self._tool_name_by_seq[seq] = name
         self._tool_names_harvested = len(self.messages)
 
+    def _is_exempt_result(self, message: Message) -> bool:
+        """A result of a tool in ``tool_result_exempt_tools``: no rewrite shortens it (the last rung's clip
+        neither), so it counts whole in the floor."""
+        if not self.tool_result_exempt_tools or message.get("role") != "tool":
+            return False
+        self._harvest_tool_names()
+        name = tool_name_of(message, self._tool_name_by_call_id, self._tool_name_by_seq)
+        return name is not None and name in self._tool_result_settings().exempt_tools
+
     def _truncate_tool_result(self, message: Message) -> Message:
         """The truncated form of a tool result (cached per ``_seq`` and settings), or the message itself."""
         settings = self._tool_result_settings()

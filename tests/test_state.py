@@ -546,3 +546,48 @@ async def test_a_restored_duplicate_result_does_not_change_the_notice() -> None:
     expected = wire(await ctx.get_messages_for_request(token_budget=1_000))
     assert "removed" in expected
     assert wire(await twin.get_messages_for_request(token_budget=1_000)) == expected
+
+
+def numeric_leaves(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Paths to every number (not a flag) in a snapshot."""
+    if isinstance(value, dict):
+        return [leaf for key, item in value.items() for leaf in numeric_leaves(item, (*path, key))]
+    if isinstance(value, list):
+        return [leaf for index, item in enumerate(value) for leaf in numeric_leaves(item, (*path, index))]
+    return [path] if isinstance(value, int | float) and not isinstance(value, bool) else []
+
+
+def with_leaf(state: dict[str, Any], path: tuple[Any, ...], value: Any) -> dict[str, Any]:
+    out = copy.deepcopy(state)
+    target = out
+    for step in path[:-1]:
+        target = target[step]
+    target[path[-1]] = value
+    return out
+
+
+@pytest.mark.asyncio
+async def test_every_number_a_snapshot_carries_is_bounded() -> None:
+    # Old code: a count of 10**400 in input_readings or last_measured_prompt_tokens was adopted, and every
+    # later request raised OverflowError; sticky.level 99 was adopted, and the next snapshot was refused.
+    ctx, state = await compacted_manager()
+    state["meter"]["input_readings"] = {"events": 3, "pairs": [[9_000, 11_000], [12_000, 14_500]]}
+    state["meter"]["last_measured_prompt_tokens"] = state["meter"]["last_measured_prompt_tokens"] or 12_000
+    learned = {"limit": 30_000, "ceiling": 36_000, "source": "refusal", "refusals": 1, "events": 3, "streak": 0}
+    state["meter"]["learned_limit"] = {**learned, "warned": False}
+    ctx.restore_state(copy.deepcopy(state))  # the valid state, with readings, restores
+    before = fingerprint(ctx)
+    leaves = numeric_leaves(state)
+    assert ("meter", "input_readings", "pairs", 0, 0) in leaves and ("sticky", "level") in leaves
+    assert ("meter", "learned_limit", "limit") in leaves
+    for path in leaves:
+        for huge in (10**400, 10**5000, 1e300):
+            with pytest.raises(ValueError, match="nothing was changed") as info:
+                ctx.restore_state(with_leaf(state, path, huge))
+            named = f"{path[0]}.{path[1]}" if path[0] in state and isinstance(state[path[0]], dict) else "header"
+            assert named in str(info.value) or "version" in str(info.value), (path, str(info.value))
+            assert fingerprint(ctx) == before
+    with pytest.raises(ValueError, match="sticky.level must be an int >= 0, at most 8"):
+        ctx.restore_state(with_leaf(state, ("sticky", "level"), 99))
+    await ctx.get_messages_for_request(token_budget=budget_for(ctx.messages))  # no OverflowError
+    ctx.restore_state(roundtrip(ctx.snapshot_state()))  # and its own next snapshot restores
