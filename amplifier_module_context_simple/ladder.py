@@ -261,8 +261,21 @@ class _Run:
         start = self.ops.turn_start
         if start is None:
             prompt = turn_prompt_index(self.messages, self.ops.is_real_user)
-            return users[0], {i for i in users if prompt is not None and i >= prompt}
-        return users[0], {i for i in users if _from(self.messages[i], start)} | {users[-1]}
+            turn = {i for i in users if prompt is not None and i >= prompt}
+        else:
+            turn = {i for i in users if _from(self.messages[i], start)} | {users[-1]}
+        return users[0], self._turn_within_target(turn, users[-1])
+
+    def _turn_within_target(self, turn: set[int], newest: int) -> set[int]:
+        """The turn's user messages while together they fit the target, else the newest alone: a user message
+        after a tool round may be a new prompt after a turn that never got its answer (a crash) rather than
+        a steer, so an unanswered turn's earlier words (a long paste) cannot stay protected whatever their
+        size. ``target`` 0 (describe_floor's run) sets no bound."""
+        if len(turn) < 2 or self.target <= 0:
+            return turn
+        if sum(self.ops.count(self.messages[i]) for i in turn) <= self.target:
+            return turn
+        return {newest}
 
     def truncate_wave(self, indices: list[int], protected: set[int]) -> None:
         for index in indices:
