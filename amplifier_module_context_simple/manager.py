@@ -683,7 +683,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         boundary = (self._sticky_level, self._summary_absorbed_count)
         if boundary == (0, 0) or boundary == self._last_replayed_boundary:
             return
-        replay = build_replay(view, budget, self._counts().total)
+        replay = build_replay(view, budget, self._counts().total, self._limit_goal())
         if replay is not None:
             view.append(replay)
             self._last_replayed_boundary = boundary

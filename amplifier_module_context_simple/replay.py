@@ -110,9 +110,14 @@ def replay_message(text: str) -> dict[str, Any]:
 
 
 def build_replay(
-    view: list[dict[str, Any]], budget: int, count: Callable[[list[dict[str, Any]]], int]
+    view: list[dict[str, Any]],
+    budget: int,
+    count: Callable[[list[dict[str, Any]]], int],
+    limit: int | None = None,
 ) -> dict[str, Any] | None:
-    """The replay message for this view, or None for every "deliberately does nothing" row."""
+    """The replay message for this view, or None for every "deliberately does nothing" row. ``limit``: the
+    largest view the provider's input limit takes (limit.py), None with no window known; a replay that would
+    pass it, or the budget, is left out (the provider would reject the request, not just compact again)."""
     if not view or view[-1].get("tool_calls"):
         return None
     source = next((m for m in reversed(view) if is_real_user_message(m)), None)
@@ -122,6 +127,7 @@ def build_replay(
     if not text.strip():
         return None
     replay = replay_message(text)
-    if budget > 0 and count(view) + count([replay]) > budget:
+    size = count(view) + count([replay])
+    if (budget > 0 and size > budget) or (limit is not None and size > limit):
         return None
     return replay
