@@ -160,9 +160,11 @@ def pinned_indices(messages: list[Message]) -> set[int]:
 def newest_group(messages: list[Message]) -> tuple[int, ...]:
     """Indices of the newest tool group (its calls and results) while the model has not answered it yet,
     or () when there is none: once an assistant message follows it (the turn went on or ended), the model
-    has read its results, and they are history like any other group."""
+    has read its results, and they are history like any other group. A hook's injection of the assistant
+    role (loop-basic stores a ``tool:post`` hook's inside the group; repair moves it after the results) is
+    no answer: the group stays the newest."""
     for index in range(len(messages) - 1, -1, -1):
-        if messages[index].get("role") != "assistant":
+        if messages[index].get("role") != "assistant" or is_hook_injection(messages[index]):
             continue
         if not has_tool_calls(messages[index]):
             return ()  # the newest assistant message answered whatever came before it
