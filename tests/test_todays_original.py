@@ -93,7 +93,7 @@ async def test_context_budget_is_emitted_when_the_effective_budget_changes():
     events = hooks.named("context:budget")
     assert len(events) == 2
     assert events[0] == {
-        "source": "provider",
+        "source": "provider_defaults",
         "context_window": 1_000_000,
         "max_output_tokens": 128_000,
         "derived_budget": 931_904,
