@@ -71,8 +71,8 @@ async def main_async(sizes: list[int], preset: str | None, rounds: int = 3) -> i
         rows = {size: await _median_of(rounds, size, config) for size in sizes}
         for size, row in rows.items():
             print(
-                f"{name:>10} {size:>6} messages: first {row['first_ms']:8.1f} ms, boundary {row['boundary_ms']:8.1f} ms "
-                f"(n={row['boundaries']}), other {row['other_ms']:6.2f} ms"
+                f"{name:>10} {size:>6} messages: first {row['first_ms']:8.1f} ms, "
+                f"boundary {row['boundary_ms']:8.1f} ms (n={row['boundaries']}), other {row['other_ms']:6.2f} ms"
             )
         small, large = rows[min(sizes)], rows[max(sizes)]
         print(f"{name:>10} boundary {max(sizes)}/{min(sizes)}: {large['boundary_ms'] / small['boundary_ms']:.2f}x")
