@@ -24,9 +24,12 @@ import sys
 import time
 from typing import Any
 
-from amplifier_module_context_simple import SimpleContextManager
+from amplifier_module_context_simple import PRESETS, SimpleContextManager
 
+from .. import cli
 from .bench_scale import build_session
+
+PROG = "python -m evaluation.benchmarks.bench_ledger_boundary"
 
 BUDGET = 150_000
 TAIL = 400  # messages added one at a time after the bulk
@@ -64,9 +67,9 @@ async def _median_of(rounds: int, size: int, config: dict[str, Any]) -> dict[str
     return {key: statistics.median(run[key] for run in runs) for key in runs[0]}
 
 
-async def main_async(sizes: list[int], preset: str | None, rounds: int = 3) -> int:
+async def main_async(sizes: list[int], preset: str, rounds: int = 3) -> int:
     logging.disable(logging.WARNING)  # the OVER BUDGET warnings of a concatenated session are not the point
-    configs = {"default": {}, preset or "evidence": {"preset": preset or "evidence"}}
+    configs = {"default": {}, preset: {"preset": preset}}
     for name, config in configs.items():
         rows = {size: await _median_of(rounds, size, config) for size in sizes}
         for size, row in rows.items():
@@ -80,12 +83,18 @@ async def main_async(sizes: list[int], preset: str | None, rounds: int = 3) -> i
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m evaluation.benchmarks.bench_ledger_boundary", description=__doc__)
-    parser.add_argument("--sizes", type=int, nargs="+", default=[2_000, 10_000])
-    parser.add_argument("--preset", default=None, help="the ledger preset to time (default: evidence)")
-    parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args(argv)
-    return asyncio.run(main_async(sorted(args.sizes), args.preset, max(1, args.rounds)))
+    """Print, per size, the first request, a boundary and the other requests, and the boundary's growth."""
+    p = cli.Parser(PROG, __doc__)
+    p.add_argument("--sizes", type=cli.positive_int, nargs="+", default=[2_000, 10_000], metavar="N", help="sizes")
+    p.add_argument("--preset", default="evidence", metavar="NAME", help="the ledger preset to time")
+    p.add_argument("--rounds", type=cli.positive_int, default=3, metavar="N", help="runs per size (medians kept)")
+    return cli.guard(PROG, lambda: _run(p.parse_args(sys.argv[1:] if argv is None else argv)))
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.preset not in PRESETS:
+        raise cli.unknown("preset", args.preset, PRESETS)
+    return asyncio.run(main_async(sorted(args.sizes), args.preset, args.rounds))
 
 
 if __name__ == "__main__":
