@@ -14,7 +14,7 @@ yield one after the other, each only as far as the goal needs:
 5. **the newest tool group**: its results are clipped to head and tail, sharing the room left.
 
 The true floor, which nothing here touches: the instructions, the task (the first user message, stubbed
-when long), the turn's prompt and every user message after it, the newest tool group (clipped to
+when long), the turn's prompt and its steering messages, the newest tool group (clipped to
 ``MIN_CLIP_TOKENS`` a result), the messages that loaded tools, calls still in flight, and what no rewrite
 shortens (results of exempt tools, non-text results). When even the floor exceeds every goal nothing
 yields (the request cannot fit; the warning names the floor's largest part, :func:`floor_parts`).

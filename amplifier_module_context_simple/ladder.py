@@ -3,8 +3,8 @@
 Each level does a little more damage than the one before and the ladder stops as soon as the
 view fits the target. It returns new messages and the sequence numbers it decided to truncate,
 remove or stub; the manager records those as sticky decisions. Protected, always: the first real user
-message (it may be stubbed at level 8, never removed), the current turn's prompt and every user message
-after it (steering included: :func:`replay.turn_prompt_index`), the most recent
+message (it may be stubbed at level 8, never removed), the current turn's prompt and its steering
+messages while they fit the target (:func:`replay.turn_prompt_index`), the most recent
 ``protected_recent`` fraction of messages, the last ``protected_tool_results`` tool results, the
 messages that loaded tools and the newest persisted reminder (:func:`pinned_indices`), and every
 tool group as one unit.
