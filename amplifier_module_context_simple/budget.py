@@ -30,7 +30,7 @@ class Window(NamedTuple):
 class BudgetReading(NamedTuple):
     """One request's budget and where it came from: the payload of ``context:budget``."""
 
-    source: str  # "token_budget", "provider" or "fallback"
+    source: str  # "token_budget", "provider_defaults" or "max_tokens_fallback" (today's original's names)
     context_window: int | None
     max_output_tokens: int | None
     derived_budget: int | None
@@ -123,7 +123,7 @@ def read_budget(window: Window | None, max_tokens: Any, max_tokens_fallback: Any
     base = derived if derived is not None else fallback
     effective = base if cap is None else min(base, cap)
     return BudgetReading(
-        "provider" if derived is not None else "fallback",
+        "provider_defaults" if derived is not None else "max_tokens_fallback",  # today's original's names
         window.context_window if window is not None else None,
         window.max_output_tokens if window is not None else None,
         derived,

@@ -15,7 +15,7 @@ yield one after the other, each only as far as the goal needs:
    earlier boundary made shrinks when the room left for it did; it never grows).
 
 The true floor, which nothing here touches: the instructions, the task (the first user message, stubbed
-when long), the turn's prompt and every user message after it, the newest tool group (clipped to
+when long), the turn's prompt and its steering messages, the newest tool group (clipped to
 ``MIN_CLIP_TOKENS`` a result), the messages that loaded tools, calls still in flight, and what no rewrite
 shortens (results of exempt tools, non-text results: counted whole). When even the floor exceeds every
 goal nothing valid fits, and the user's words (3, 4) never yield for nothing: towards the provider's input

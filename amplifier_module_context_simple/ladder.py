@@ -3,8 +3,8 @@
 Each level does a little more damage than the one before and the ladder stops as soon as the
 view fits the target. It returns new messages and the sequence numbers it decided to truncate,
 remove or stub; the manager records those as sticky decisions. Protected, always: the first real user
-message (it may be stubbed at level 8, never removed), the current turn's prompt and every user message
-after it (steering included: :func:`replay.turn_prompt_index`), the most recent
+message (it may be stubbed at level 8, never removed), the current turn's prompt and its steering
+messages while they fit the target (:func:`replay.turn_prompt_index`), the most recent
 ``protected_recent`` fraction of messages, the last ``protected_tool_results`` tool results, the
 messages that loaded tools and the newest persisted reminder (:func:`pinned_indices`), and every
 tool group as one unit.
@@ -165,9 +165,11 @@ def pinned_indices(messages: list[Message]) -> set[int]:
 def newest_group(messages: list[Message]) -> tuple[int, ...]:
     """Indices of the newest tool group (its calls and results) while the model has not answered it yet,
     or () when there is none: once an assistant message follows it (the turn went on or ended), the model
-    has read its results, and they are history like any other group."""
+    has read its results, and they are history like any other group. A hook's injection of the assistant
+    role (loop-basic stores a ``tool:post`` hook's inside the group; repair moves it after the results) is
+    no answer: the group stays the newest."""
     for index in range(len(messages) - 1, -1, -1):
-        if messages[index].get("role") != "assistant":
+        if messages[index].get("role") != "assistant" or is_hook_injection(messages[index]):
             continue
         if not has_tool_calls(messages[index]):
             return ()  # the newest assistant message answered whatever came before it
@@ -266,8 +268,21 @@ class _Run:
         start = self.ops.turn_start
         if start is None:
             prompt = turn_prompt_index(self.messages, self.ops.is_real_user)
-            return users[0], {i for i in users if prompt is not None and i >= prompt}
-        return users[0], {i for i in users if _from(self.messages[i], start)} | {users[-1]}
+            turn = {i for i in users if prompt is not None and i >= prompt}
+        else:
+            turn = {i for i in users if _from(self.messages[i], start)} | {users[-1]}
+        return users[0], self._turn_within_target(turn, users[-1])
+
+    def _turn_within_target(self, turn: set[int], newest: int) -> set[int]:
+        """The turn's user messages while together they fit the target, else the newest alone: a user message
+        after a tool round may be a new prompt after a turn that never got its answer (a crash) rather than
+        a steer, so an unanswered turn's earlier words (a long paste) cannot stay protected whatever their
+        size. ``target`` 0 (describe_floor's run) sets no bound."""
+        if len(turn) < 2 or self.target <= 0:
+            return turn
+        if sum(self.ops.count(self.messages[i]) for i in turn) <= self.target:
+            return turn
+        return {newest}
 
     def truncate_wave(self, indices: list[int], protected: set[int]) -> None:
         for index in indices:

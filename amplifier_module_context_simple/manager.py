@@ -46,7 +46,7 @@ from .repair_mirror import RepairMirror
 from .replay import build_replay, is_real_user_message, turn_prompt_seq
 from .state import apply_snapshot, build_snapshot, validate_snapshot
 from .state_config import warn_config_differs
-from .summary import SummaryMixin
+from .summary import UNVERIFIED, SummaryMixin
 from .token_counter import resolve_counter
 from .token_meter import TailScan, TokenMeterMixin, continue_result
 from .tool_pairs import in_flight_start, is_hook_injection
@@ -281,14 +281,14 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
 
     def restore_state(self, state: Any) -> None:
         """Adopt a snapshot after ``set_messages()`` of its history; else ValueError, nothing changed.
-        A pending summary is never adopted: dropped, logged and counted (the strategy asks again)."""
+        A pending summary is kept unverified: its text is never adopted into the history (summary.py)."""
         values = validate_snapshot(state, self.messages)
         # Its text is the summarizer's: no check can tie it to the history (a ledger's lines are checked),
-        # and adopted it would be appended to the history and sent in every later view.
-        if values.pop("_pending_summary") is not None:
-            values["_summary_armed"] = True  # the summary it was armed for is gone
-            self._fault_counts["restore_summaries_dropped"] += 1
-            logger.warning("context-simple: restore_state dropped a pending summary (unverifiable text)")
+        # and adopted it would be appended to the history and sent in every later view. It still holds its
+        # place: the swap refuses it, or discards it, at the request the uninterrupted session would have
+        # (a dropped one let the trigger ask again a request early, and the views parted).
+        if values["_pending_summary"] is not None:
+            values["_pending_summary"] = {**values["_pending_summary"], UNVERIFIED: True}
         apply_snapshot(self, values)
         warn_config_differs(state, self)
         self._measurement_stale = self._anchor_seq is None  # a reading with an anchor measured this history
@@ -763,7 +763,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         boundary = (self._sticky_level, self._summary_absorbed_count)
         if boundary == (0, 0) or boundary == self._last_replayed_boundary:
             return
-        replay = build_replay(view, budget, self._counts().total)
+        replay = build_replay(view, budget, self._counts().total, self._limit_goal())
         if replay is not None:
             view.append(replay)
             self._last_replayed_boundary = boundary

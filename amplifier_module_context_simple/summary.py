@@ -45,6 +45,8 @@ logger = logging.getLogger("amplifier_module_context_simple")
 
 Message = dict[str, Any]
 FORK_PREFIX_SOURCE_WIRE = "wire_record"
+# A pending summary restore_state kept: it holds its place, but its text is never adopted (not saved).
+UNVERIFIED = "unverified"
 FORK_PREFIX_SOURCE_VIEW = "module_view"
 
 
@@ -105,6 +107,8 @@ class SummaryMixin:
         cooling = self._summary_cooldown_left > 0  # this request is one of the cooldown's
         if cooling:
             self._summary_cooldown_left -= 1
+        if self._pending_summary is not None and self._pending_summary.get(UNVERIFIED):
+            self._reask_unverified()
         if self._is_summarizing or self._pending_summary is not None or budget <= 0:
             return
         occupancy = self._summary_occupancy(token_count)
@@ -129,6 +133,23 @@ class SummaryMixin:
             self._summary_armed = False
         self._summarization_task = loop.create_task(
             self._run_summary_compaction_task(seqs, fork_prefix=fork_prefix, generation=self._summary_generation)
+        )
+
+    def _reask_unverified(self) -> None:
+        """Ask the summarizer again for a restored pending summary's span: its answer replaces the saved text
+        (the provider's own words, the same ones when it answers as before), if that pending is still there."""
+        if self._is_summarizing or self._cached_provider is None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        pending = self._pending_summary
+        self._is_summarizing = True
+        self._summarization_task = loop.create_task(
+            self._run_summary_compaction_task(
+                sorted(pending["seqs"]), generation=self._summary_generation, replacing=pending
+            )
         )
 
     def _summary_occupancy(self, token_count: int) -> int:
@@ -185,9 +206,14 @@ class SummaryMixin:
     # ----- the background call -----------------------------------------------------------------
 
     async def _run_summary_compaction_task(
-        self, seqs: list[int], fork_prefix: dict[str, Any] | None = None, generation: int | None = None
+        self,
+        seqs: list[int],
+        fork_prefix: dict[str, Any] | None = None,
+        generation: int | None = None,
+        replacing: dict[str, Any] | None = None,
     ) -> None:
-        """Ask the provider for the summary; store it as pending. Never raises (except cancellation)."""
+        """Ask the provider for the summary; store it as pending. Never raises (except cancellation).
+        ``replacing``: the restored pending summary this call verifies; gone meanwhile, the answer is too."""
         generation = self._summary_generation if generation is None else generation
         try:
             wanted = set(seqs)
@@ -202,6 +228,8 @@ class SummaryMixin:
                 raise ValueError("the summarizer returned no text")
             if generation != self._summary_generation:
                 return  # the history was replaced while we waited: this summary describes another one
+            if replacing is not None and self._pending_summary is not replacing:
+                return  # the restored summary was refused or dropped meanwhile, as the session before it was
             self._pending_summary = {"seqs": frozenset(seqs), "text": text}
             self._summarization_failures = 0
             await self._emit("context:post_summarize", {"summary_length": len(text), "call_mode": mode})
@@ -368,6 +396,11 @@ class SummaryMixin:
                 size,
                 replaced,
             )
+            return non_system, False
+        if pending.get(UNVERIFIED):
+            self._summary_armed = True  # the summary it was armed for is gone: ask again
+            self._fault_counts["restore_summaries_dropped"] += 1
+            logger.warning("context-simple: a restored pending summary was dropped instead of adopted (unverified)")
             return non_system, False
         for message in absorbed:
             self._record_removed(seq_of(message))

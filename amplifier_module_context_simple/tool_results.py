@@ -20,7 +20,7 @@ from typing import Any
 from .calls import call_names, wrapped_output
 from .config import TOOL_RESULT_SHAPE_HEAD, TOOL_RESULT_SHAPE_HEAD_TAIL
 from .estimate import estimate_message, seq_of, wire_form
-from .ladder import stub_user_message
+from .ladder import STUB_MIN_CHARS, content_chars, kept_whole, stub_user_message
 from .token_counter import COUNTER_ESTIMATE
 
 Message = dict[str, Any]
@@ -384,7 +384,10 @@ class ToolResultMixin:
                 )
 
     def _stub_user_message(self, message: Message) -> Message:
-        if not isinstance(message.get("content"), str | list):
+        """The stub of a long user message; the message itself when a stub would save nothing or drop a
+        block that is not text (the ladder's own rule, ladder._stubbable; today's original does the same)."""
+        content = message.get("content")
+        if not isinstance(content, str | list) or kept_whole(message) or content_chars(content) <= STUB_MIN_CHARS:
             return message
         return self._derive(message, "stubbed", None, lambda: stub_user_message(message))
 

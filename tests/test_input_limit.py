@@ -308,7 +308,7 @@ async def test_a_small_window_is_still_a_window():
         await ctx.add_message(stamped(result(f"r{index}", chars(500))))
         seen.append(provider.count(await request(ctx, provider)))
     reading = ctx._budget_reading
-    assert reading.source == "provider" and reading.context_window == 4_096
+    assert reading.source == "provider_defaults" and reading.context_window == 4_096
     assert 0 < reading.effective_budget <= limit
     assert ctx._last_compaction_stats and max(seen) <= limit
 
