@@ -110,6 +110,8 @@ DEFAULTS: dict[str, Any] = {
     # per tool result in the view.
     "max_tokens_fallback": UNSET_MAX_TOKENS,
     "max_tool_result_bytes": DEFAULT_MAX_TOOL_RESULT_BYTES,
+    # A tool result's view copy capped at this share of the budget too (result_share.py); None: off.
+    "max_tool_result_share": None,
     # Evidence-preserving compaction (evidence.py, ledger.py) and presets (presets.py); off by default.
     "evidence_ledger_share": 0.0,
     "evidence_ledger_segments": False,  # an append-only ledger (ledger_segments.py)
@@ -253,6 +255,15 @@ def _strict_fraction(high: float) -> Callable[[str, Any], float]:
 _share = _fraction(low_open=False)
 
 
+def _optional_share(key: str, value: Any) -> float | None:
+    """A key of this module only: None or 0 (off), or a share of the budget in (0, 1]; ValueError otherwise."""
+    if value is None or (_is_number(value) and value == 0):
+        return None
+    if not (_is_number(value) and 0 < value <= 1):
+        raise _bad(key, value, "null, or a number in (0, 1]")
+    return float(value)
+
+
 def _protected_share(key: str, value: Any) -> float:
     # The original's int(n * (1 - share)) protects everything above 1 and nothing below 0: clamp to say so.
     return min(1.0, max(0.0, _share(key, value)))
@@ -393,6 +404,7 @@ _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "max_messages": _max_messages,
     "max_tokens_fallback": _fallback_tokens,
     "max_tool_result_bytes": _result_bytes,
+    "max_tool_result_share": _optional_share,
     "evidence_ledger_share": _strict_fraction(high=0.9),
     "evidence_ledger_segments": boolean,
     "recall_tool": boolean,
@@ -422,6 +434,7 @@ NUMERIC_KEYS = (
     "max_messages",
     "max_tokens_fallback",
     "max_tool_result_bytes",
+    "max_tool_result_share",
     "evidence_ledger_share",
     "user_words_share",
 )
