@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from amplifier_module_context_simple import PRESETS, SimpleContextManager
-from amplifier_module_context_simple.result_share import BYTES_PER_TOKEN, ingress_limit
+from amplifier_module_context_simple.result_share import BYTES_PER_TOKEN, MIN_SHARE_CAP_BYTES, ingress_limit
 from tests.conftest import add_all, asst, asst_calls, result, system, user
 
 BIG = "\n".join(f"{n:6d}\tdef load_block_{n}(buf, limit={n * 7}):" for n in range(1500))  # ~60 KB
@@ -28,7 +28,8 @@ def test_the_cap_is_the_lower_of_the_byte_cap_and_the_share_of_the_budget():
     assert ingress_limit(131_072, 0.25, 20_000) == 20_000 * 0.25 * BYTES_PER_TOKEN
     assert ingress_limit(131_072, 0.5, 200_000) == 131_072  # a roomy budget: the byte cap is lower
     assert ingress_limit(None, 0.25, 20_000) == 20_000
-    assert ingress_limit(131_072, 0.01, 1_000) == 256  # never under the smallest cap a clip fits in
+    assert ingress_limit(131_072, 0.25, 4_000) == MIN_SHARE_CAP_BYTES  # a small result is never cut
+    assert ingress_limit(4_000, 0.25, 4_000) == 4_000  # the byte cap, lower, still holds
 
 
 @pytest.mark.asyncio
