@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .config import _PAIRED, _VALIDATORS, DEFAULTS, _check_consistency, normalize_options
-from .config_base import closest_name, warn
+from .config_base import closest_name, warn, warning_scope
 from .presets import preset_settings
 from .tool_results import spill_dir_problem
 
@@ -52,6 +52,10 @@ class _LiveOption:
         self.key = key
 
     def __set__(self, owner: Any, value: Any) -> None:  # no __get__: reads come from the instance dict
+        with warning_scope(owner.__dict__.setdefault("_said_warnings", set())):  # said once per manager
+            self._set(owner, value)
+
+    def _set(self, owner: Any, value: Any) -> None:
         value = _VALIDATORS[self.key](self.key, value)
         current = owner.__dict__
         explicit = current.setdefault("_explicit_keys", set())
@@ -88,11 +92,13 @@ class LiveOptions:
         if name[0] != "_" and name not in self.__dict__ and not hasattr(type(self), name):
             close = closest_name(name, _VALIDATORS, 0.8)
             if close and name != "messages":
-                warn(
-                    "%s is not a configuration key (did you mean %s?); the assignment sets an attribute nothing reads",
-                    name,
-                    close,
-                )
+                with warning_scope(self.__dict__.setdefault("_said_warnings", set())):
+                    warn(
+                        "%s is not a configuration key (did you mean %s?); "
+                        "the assignment sets an attribute nothing reads",
+                        name,
+                        close,
+                    )
         object.__setattr__(self, name, value)
 
     def _apply_options(self, options: Mapping[str, Any]) -> None:

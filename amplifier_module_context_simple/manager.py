@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from . import clear_at_least as cal
+from . import recall_direct
 from .budget import BudgetMixin, BudgetReading, effective_budget, warn_over_budget
 from .config import COMPACTION_STRATEGY_SUMMARY, DEFAULTS, check_token_budget, parse_clear_at_least
 from .decisions import Decisions, Sticky, install
@@ -30,6 +31,7 @@ from .floor import (
     typical_result,
     yields_text,
 )
+from .hook_emit import emit_event
 from .ingress import IngressClipper
 from .instructions import hoist_all, is_injected_instruction, split_instructions
 from .ladder import LadderOps, Protections, apply_decisions, last_results
@@ -38,18 +40,21 @@ from .live_options import LiveOptions
 from .notice import INJECTIONS_REMOVED_KEY, RECENT_RESULTS_REMOVED_KEY, notice_message, removed_recent_results
 from .presets import apply_preset
 from .recall_search import MessageTexts
+from .refusal import RefusalLimit, parse_refusal
 from .repair import describe_repair
 from .repair_mirror import RepairMirror
 from .replay import build_replay, is_real_user_message, turn_prompt_seq
 from .result_share import ingress_limit
 from .state import apply_snapshot, build_snapshot, validate_snapshot
+from .state_config import warn_config_differs
 from .summary import SummaryMixin
 from .token_counter import resolve_counter
-from .token_meter import TailScan, TokenMeterMixin
+from .token_meter import TailScan, TokenMeterMixin, continue_result
 from .tool_pairs import in_flight_start, is_hook_injection
 from .tool_results import ToolResultMixin
 from .validation import plain_message, warn_unknown_blocks
 from .view_cache import ViewCache
+from .view_markers import warn_if_view
 from .wire_copy import Guard, history_list, stored_copy
 
 logger = logging.getLogger("amplifier_module_context_simple")
@@ -74,6 +79,7 @@ FAULT_KEYS = (
     "evidence_failures",
     "recall_failures",
     "restore_summaries_dropped",
+    "refusal_failures",
 )
 
 
@@ -132,6 +138,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         if self.max_messages is not None:
             logger.info("context-simple: max_messages is accepted and ignored (token budgets govern views)")
         self._hooks = hooks
+        self._told_once: set[str] = set()  # problems told once per manager (hook_emit.py, view_markers.py)
         self._store_guard = Guard([])  # stored messages report in-place edits to it (wire_copy.py)
         self.messages: list[Message] = history_list((), self._store_guard)
         self._next_seq = 0
@@ -156,6 +163,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         self._budget_reading: BudgetReading | None = None
         self._budget_reported: BudgetReading | None = None
         self._input_limit = InputLimit()  # the provider's input limit and its readings (limit.py)
+        self._refusal = RefusalLimit()  # what the provider's refusals for length taught (refusal.py)
         self._last_measured_prompt_tokens: int | None = None
         self._last_token_meter_stats: dict[str, Any] | None = None
         self._reset_meter_usage()
@@ -207,6 +215,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
             raise TypeError(f"context-simple: set_messages expects a list, got {type(messages).__name__}")
         plain = [plain_message(message, where=f"message {index}") for index, message in enumerate(messages)]
         warn_unknown_blocks(plain, self._warned_block_types)
+        warn_if_view(plain, self._told_once)
         self._store_guard = guard = Guard([])  # a message of the replaced history reports elsewhere
         self.messages = history_list(
             (
@@ -234,6 +243,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         self._last_measured_prompt_tokens = None
         self._last_token_meter_stats = None
         self._input_limit = InputLimit()
+        self._refusal = RefusalLimit()
         self._reset_meter_usage()
         self._reset_compaction_state()
 
@@ -248,6 +258,21 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
     async def compact(self) -> None:
         """Protocol compliance: stored history is never compacted."""
         return None
+
+    # ----- public accessors ---------------------------------------------------------------------
+
+    @property
+    def last_compaction_stats(self) -> dict[str, Any] | None:
+        """The stats of the last compaction (the ``context:compaction`` payload), or None before any; a
+        copy. ``_last_compaction_stats`` stays, for the hosts that read the original's private name."""
+        stats = self._last_compaction_stats
+        return None if stats is None else dict(stats)
+
+    def get_recall_tool(self) -> Any:
+        """The ``context_recall`` tool over this history, for your own tool loop (mount() registers it
+        itself when ``recall_tool`` is true): ``name``, ``description``, ``input_schema`` and ``await
+        tool.execute(arguments)`` (recall_direct.py)."""
+        return recall_direct.offer(self)
 
     # ----- resume state (state.py) -------------------------------------------------------------
 
@@ -267,6 +292,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
             self._fault_counts["restore_summaries_dropped"] += 1
             logger.warning("context-simple: restore_state dropped a pending summary (unverifiable text)")
         apply_snapshot(self, values)
+        warn_config_differs(state, self)
         self._measurement_stale = self._anchor_seq is None  # a reading with an anchor measured this history
 
     # ----- one request -------------------------------------------------------------------------
@@ -274,6 +300,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
     async def get_messages_for_request(self, token_budget: int | None = None, provider: Any = None) -> list[Message]:
         """The view to send now: the history, compacted only if it no longer fits the budget."""
         check_token_budget(token_budget)
+        recall_direct.warn_if_not_taken(self, self._told_once)
         for _attempt in range(REQUEST_ATTEMPTS):
             self._adopt_edits()
             view = await self._request_view(token_budget, provider)
@@ -308,7 +335,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         """One attempt at the view; None when the history was replaced while it awaited (a hook, the
         prompt factory): it wrote nothing into the new history's decisions, and the caller starts again."""
         started = self._decisions
-        budget = self._calculate_budget(token_budget, provider)
+        budget = self._learned_cap(self._calculate_budget(token_budget, provider))
         await self._emit_budget_change()
         if self.compaction_strategy == COMPACTION_STRATEGY_SUMMARY and provider is not None:
             self._cached_provider = provider
@@ -319,6 +346,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         working = self._repaired(working)
         appended_only = self._view_cache.appended_only(working)
         token_count, _source, _estimated, kind = self._measure_working_tokens(working, budget, appended_only)
+        self._last_token_meter_stats.update(self._refusal.stats())
         if self._hooks is not None:
             await self._emit("context:token_meter", dict(self._last_token_meter_stats or {}))
             if self._replaced(started):
@@ -510,7 +538,43 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         """The largest view body the provider's input limit takes (limit.py); None with no window known."""
         tail = self.compaction_notice_token_reserve if self.compaction_notice_enabled else 0
         meter = (self._usage_events, self._last_measured_prompt_tokens, self._anchor_estimate)
-        return self._input_limit.goal(self._budget_reading, *meter, tail)
+        goals = (self._input_limit.goal(self._budget_reading, *meter, tail), self._refusal.goal(tail))
+        return min((goal for goal in goals if goal is not None), default=None)
+
+    # ----- a provider's refusal for length (refusal.py) ----------------------------------------
+
+    def _learned_cap(self, budget: int) -> int:
+        """The budget, capped by what the provider's refusals and usage readings taught (refusal.py)."""
+        self._refusal.note(self._usage_events, self._last_measured_prompt_tokens, self._anchor_estimate, budget)
+        return self._refusal.cap(budget)
+
+    async def _on_provider_error(self, event: str, data: Any) -> Any:
+        """``provider:error``: a refusal for length lowers the limit the next views fit; never raises."""
+        try:
+            refusal = parse_refusal(data)
+            measured, anchor = self._valid_measurement(), self._anchor_estimate
+            rate = measured / anchor if measured and anchor else None
+            if refusal is not None and self._refusal.refused(refusal, self._last_sent_estimate, rate):
+                logger.warning(
+                    "context-simple: the provider refused a view of %s tokens as too long (%s); the next views "
+                    "fit %d tokens",
+                    self._last_sent_estimate,
+                    refusal.message[:120],
+                    self._refusal.learned.limit,
+                )
+        except Exception as exc:  # an observer must never fail the host's turn
+            self._fault_counts["refusal_failures"] += 1
+            logger.warning("context-simple: provider:error handler failed: %s", type(exc).__name__)
+        return continue_result()
+
+    @property
+    def _learned_limit(self) -> dict[str, Any] | None:
+        """The learned limit, as ``snapshot_state`` keeps it (state.py)."""
+        return self._refusal.saved()
+
+    @_learned_limit.setter
+    def _learned_limit(self, saved: dict[str, Any] | None) -> None:
+        self._refusal.restore(saved)
 
     @property
     def _input_readings(self) -> dict[str, Any]:
@@ -612,6 +676,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
             stats[INJECTIONS_REMOVED_KEY] = injections  # nor "all system messages"
         stats.update(self._evidence_stats(working))
         stats.update(yields or {})
+        stats.update(self._refusal.take_boundary())  # why, when a refusal caused this boundary
         self._last_compaction_stats = stats
         await self._emit("context:compaction", dict(stats))
         return final
@@ -702,13 +767,8 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
 
     async def _emit(self, event: str, payload: dict[str, Any]) -> None:
         """Emit a hook event; a failing hook is logged and counted, never raised into the turn."""
-        if self._hooks is None:
-            return
-        try:
-            await self._hooks.emit(event, payload)
-        except Exception as exc:
-            self._fault_counts["hook_emit_failures"] += 1
-            logger.warning("context-simple: emitting %s failed: %s", event, type(exc).__name__)
+        if self._hooks is not None:
+            await emit_event(self._hooks, event, payload, self._fault_counts, self._told_once)
 
     @property
     def fault_stats(self) -> dict[str, int]:

@@ -104,4 +104,14 @@ def apply_preset(init: Callable[..., None]) -> Callable[..., None]:
         self.__dict__["_explicit_keys"] = set(given) - {"self", "hooks", "preset"}
         init(self, *args, **kwargs)
 
-    return wrapper
+    @functools.wraps(init)
+    def scoped(self: Any, *args: Any, **kwargs: Any) -> None:
+        from .config_base import current_scope, warning_scope
+
+        # One session's warnings: mount()'s scope if it opened one, else this manager's own (config_base).
+        said = current_scope()
+        self.__dict__["_said_warnings"] = said if said is not None else set()
+        with warning_scope(self.__dict__["_said_warnings"]):
+            wrapper(self, *args, **kwargs)
+
+    return scoped

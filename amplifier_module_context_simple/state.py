@@ -25,8 +25,10 @@ from .estimate import SEQ_KEY, seq_of
 from .floor import YIELD_KINDS
 from .ladder import kept_whole
 from .limit import READINGS
+from .refusal import valid_saved as _is_learned
 from .repair import tool_call_ids
 from .replay import is_real_user_message
+from .state_config import CONFIG_KEY, config_fingerprint, metadata_hint
 from .token_meter import METER_KIND_ESTIMATED, METER_KIND_NONE, METER_KIND_USAGE
 from .tool_pairs import is_hook_injection, tool_groups
 
@@ -66,6 +68,7 @@ FIELDS: tuple[Field, ...] = (
     Field("meter", "last_hybrid_anchored", "_last_hybrid_anchored", "opt_count"),
     Field("meter", "usage_events", "_usage_events", "count"),
     Field("meter", "input_readings", "_input_readings", "readings"),
+    Field("meter", "learned_limit", "_learned_limit", "learned"),
     Field("meter", "cache_read_total", "_cache_read_total", "count"),
     Field("meter", "cache_write_total", "_cache_write_total", "count"),
     Field("meter", "cache_fields_complete", "_cache_fields_complete", "flag"),
@@ -90,6 +93,7 @@ OPTIONAL: dict[tuple[str, str], Any] = {
     ("sticky", "synthetic_calls"): [],
     ("sticky", "clipped_seqs"): [],
     ("meter", "input_readings"): {"events": 0, "pairs": []},
+    ("meter", "learned_limit"): None,
 }
 GROUPS: tuple[str, ...] = tuple(dict.fromkeys(field.group for field in FIELDS))
 
@@ -108,6 +112,7 @@ NOT_SAVED: dict[str, str] = {
     "_budget_reading": "this request's budget, recomputed on every request",
     "_budget_reported": "the last context:budget payload; a resumed session reports its budget again",
     "_input_limit": "the provider's input limit (limit.py): its readings are saved as meter.input_readings",
+    "_refusal": "what the provider's refusals taught (refusal.py): saved as meter.learned_limit",
     "messages": "the history itself: restored by set_messages()",
     "_next_seq": "re-stamped by set_messages()",
     "_tool_name_by_call_id": "derived from the history by set_messages()",
@@ -119,6 +124,8 @@ NOT_SAVED: dict[str, str] = {
     "_fault_counts": "diagnostics",
     "_reported_repairs": "log de-duplication",
     "_warned_block_types": "log de-duplication",
+    "_told_once": "log de-duplication (a non-async hooks.emit, a view given to set_messages)",
+    "_said_warnings": "log de-duplication (configuration warnings said once per session)",
     "_counts_key": "cache",
     "_count_cache": "cache (per-_seq counts, recomputed on demand)",
     "_derived": "cache (truncated and stubbed rewrites, recomputed on demand)",
@@ -254,6 +261,7 @@ def build_snapshot(manager: Any) -> dict[str, Any]:
     positions = _Positions(manager.messages)
     for field in FIELDS:
         snapshot[field.group][field.key] = _encode(field.kind, getattr(manager, field.attribute), positions)
+    snapshot[CONFIG_KEY] = config_fingerprint(manager)  # restore_state says when it differs
     return snapshot
 
 
@@ -330,6 +338,11 @@ OPTIONAL_STATS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "ledger_tokens": _COUNT,
     "ledger_sources": _COUNT,
     "ledger_segments": _COUNT,
+    # a boundary a provider's refusal (or a repeated far reading) caused (refusal.py)
+    "compaction_reason": (lambda v: isinstance(v, str), "a string"),
+    "refused_tokens": _COUNT,
+    "learned_input_limit": _COUNT,
+    "refusal_message": (lambda v: isinstance(v, str), "a string"),
     # the last rung (floor.py): present only when it yielded
     **{f"floor_yield_{kind}": _COUNT for kind in YIELD_KINDS},
 }
@@ -445,6 +458,7 @@ def _scalar(kind: str, value: Any, where: str, message_count: int) -> Any:
         "opt_kind": (lambda v: v is None or v in _METER_KINDS, f"null or one of {', '.join(_METER_KINDS)}"),
         "flag": (lambda v: isinstance(v, bool), "true or false"),
         "readings": (_is_readings, '{"events": an int >= 0, "pairs": at most 8 [count, count] pairs of ints >= 1}'),
+        "learned": (_is_learned, "null or the learned limit (refusal.RefusalLimit.saved)"),
     }
     accept, expected = checks[kind]
     if not accept(value):
@@ -481,8 +495,8 @@ def _header(state: Any, messages: Sequence[dict[str, Any]]) -> int:
     if type(version) is not int or version != STATE_VERSION:
         raise _refuse(f"unknown state version {version!r} (this module reads version {STATE_VERSION})")
     expected = set(HEADER_KEYS) | set(GROUPS)
-    if set(state) != expected:
-        missing, extra = sorted(expected - set(state)), sorted(map(str, set(state) - expected))
+    if set(state) - {CONFIG_KEY} != expected:  # the configuration's fingerprint is optional (state_config.py)
+        missing, extra = sorted(expected - set(state)), sorted(map(str, set(state) - expected - {CONFIG_KEY}))
         raise _refuse(f"malformed state: missing keys {missing}, unexpected keys {extra}")
     count, digest = state["message_count"], state["history_digest"]
     if not _is_count(count) or not isinstance(digest, str) or not digest.startswith(DIGEST_PREFIX):
@@ -492,7 +506,7 @@ def _header(state: Any, messages: Sequence[dict[str, Any]]) -> int:
     if history_digest(messages[:count]) != digest:
         raise _refuse(
             f"the state belongs to a different history (the first {count} stored messages do not match its "
-            "digest); call set_messages() with the history the state was saved with"
+            "digest); call set_messages() with the history the state was saved with" + metadata_hint(messages[:count])
         )
     return count
 

@@ -327,7 +327,7 @@ class TokenMeterMixin:
         except Exception as exc:  # an observer must never fail the provider's turn
             self._fault_counts["usage_events_ignored"] += 1
             logger.warning("context-simple: llm:response handler failed: %s", type(exc).__name__)
-        return _continue()
+        return continue_result()
 
     def _cache_aggregates(self) -> dict[str, int] | None:
         """Cache totals, or None (undefined) once any usage event lacked the cache fields."""
@@ -340,7 +340,8 @@ class TokenMeterMixin:
         }
 
 
-def _continue() -> Any:
+def continue_result() -> Any:
+    """A hook's answer: continue (amplifier-core's HookResult, or None without it)."""
     try:
         from amplifier_core.models import HookResult
     except ImportError:  # the host provides amplifier-core; without it, None also means continue

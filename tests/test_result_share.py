@@ -58,10 +58,18 @@ async def test_off_or_in_a_roomy_budget_the_view_is_unchanged():
     assert on_roomy == off_roomy and tool_text(json.loads(off_small)) == BIG and on_small != off_small
 
 
-@pytest.mark.parametrize("bad", [-0.1, 1.5, "half", True])
-def test_a_share_outside_0_to_1_is_refused_naming_the_key(bad):
+@pytest.mark.parametrize("bad", ["half", True, [0.2]])
+def test_a_share_of_a_wrong_type_is_refused_naming_the_key(bad):
     with pytest.raises(ValueError, match="max_tool_result_share"):
         SimpleContextManager(max_tool_result_share=bad)
+
+
+@pytest.mark.parametrize(("value", "used"), [(-0.1, None), (1.5, 1.0)])
+def test_a_share_outside_0_to_1_warns_and_runs_at_the_nearest_end(value, used, caplog):
+    with caplog.at_level("WARNING"):
+        context = SimpleContextManager(max_tool_result_share=value)
+    assert context.max_tool_result_share == used
+    assert any("max_tool_result_share" in r.getMessage() for r in caplog.records)
 
 
 def test_zero_means_off_and_every_preset_sets_a_share():
