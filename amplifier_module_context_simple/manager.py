@@ -44,6 +44,7 @@ from .refusal import RefusalLimit, parse_refusal
 from .repair import describe_repair
 from .repair_mirror import RepairMirror
 from .replay import build_replay, is_real_user_message, turn_prompt_seq
+from .result_share import ingress_limit
 from .state import apply_snapshot, build_snapshot, validate_snapshot
 from .state_config import warn_config_differs
 from .summary import UNVERIFIED, SummaryMixin
@@ -125,6 +126,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         preset: str | None = _D["preset"],
         max_tokens_fallback: int = _D["max_tokens_fallback"],
         max_tool_result_bytes: int | None = _D["max_tool_result_bytes"],
+        max_tool_result_share: float | None = _D["max_tool_result_share"],
         user_words_share: float = _D["user_words_share"],
         evidence_ledger_segments: bool = _D["evidence_ledger_segments"],
         recall_tool: bool = _D["recall_tool"],
@@ -338,7 +340,7 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         if self.compaction_strategy == COMPACTION_STRATEGY_SUMMARY and provider is not None:
             self._cached_provider = provider
         budget = effective_budget(budget, self.compaction_notice_token_reserve, self.compaction_notice_enabled)
-        working = await self._working_list(started)
+        working = await self._working_list(started, budget)
         if working is None or self._replaced(started):
             return None
         working = self._repaired(working)
@@ -373,13 +375,13 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         self._view_cache.note_base(working, compacted)
         return self._finalize_view(self._append_tail(compacted, budget))
 
-    async def _working_list(self, started: Decisions) -> list[Message] | None:
+    async def _working_list(self, started: Decisions, budget: int) -> list[Message] | None:
         """The system prompt (factory or stored) and the history, without a tool group still in flight;
         None when the history was replaced while the factory ran."""
         prompt = await self._system_prompt() if self._system_prompt_factory is not None else None
         if self._replaced(started):
             return None  # before the view cache counts this request as one reading its list
-        self._ingress.limit = self.max_tool_result_bytes
+        self._ingress.limit = ingress_limit(self.max_tool_result_bytes, self.max_tool_result_share, budget)
         working = self._view_cache.working(self.messages, prompt, _kept_with_factory, self._ingress)
         for payload in self._ingress.take_pending():
             await self._emit("context:tool_result_ingress_truncated", payload)
