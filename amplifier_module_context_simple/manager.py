@@ -638,8 +638,12 @@ class SimpleContextManager(
     def _sticky_snapshot(self) -> Sticky:
         return self._decisions.sticky_snapshot()
 
-    def _record_removed(self, seq: int) -> None:
-        self._decisions.record_removed(seq)
+    def _record_removed(self, message_or_seq: Message | int) -> None:
+        """Record a sticky removal. The spec names this path and the original passes it a stored message;
+        this module's callers pass its ``_seq``: both are accepted (a message without one records nothing)."""
+        seq = message_or_seq if isinstance(message_or_seq, int) else seq_of(message_or_seq)
+        if seq is not None:
+            self._decisions.record_removed(seq)
 
     async def _finalize_compaction_with_stats(
         self,

@@ -12,6 +12,7 @@ import pytest
 from amplifier_core.testing import MockCoordinator
 
 from amplifier_module_context_simple import SimpleContextManager, mount
+from amplifier_module_context_simple.estimate import seq_of
 from tests.conftest import WORKLOADS, load_transcript
 
 LOGGER = "amplifier_module_context_simple"
@@ -76,3 +77,23 @@ def test_max_tokens_explicit_of_a_wrong_type_warns_and_changes_nothing(caplog):
     assert "max_tokens_explicit" in caplog.text
     assert context.max_tokens_explicit is True
     assert context._calculate_budget(None, ONE_MILLION) == 300_000
+
+
+@pytest.mark.asyncio
+async def test_record_removed_takes_a_stored_message_as_the_original_did():
+    """The spec names ``_record_removed()`` as the sticky-removal path; the original passes it a message."""
+    context = SimpleContextManager(max_tokens=100_000, compaction_notice_enabled=False)
+    for role, text in (
+        ("user", "the task"),
+        ("assistant", "an old answer"),
+        ("user", "the next question"),
+        ("assistant", "the answer"),
+    ):
+        await context.add_message({"role": role, "content": text})
+    stored = await context.get_messages()
+    context._record_removed(context.messages[1])
+    context._record_removed(seq_of(context.messages[3]))  # a _seq, as this module's own callers pass
+    view = await context.get_messages_for_request()
+    assert [m["content"] for m in view] == ["the task", "the next question"]
+    assert context._removed_seqs == {seq_of(context.messages[1]), seq_of(context.messages[3])}
+    assert await context.get_messages() == stored
