@@ -38,6 +38,7 @@ from .ladder import LadderOps, Protections, apply_decisions, last_results
 from .limit import InputLimit, input_limit
 from .live_options import LiveOptions
 from .notice import INJECTIONS_REMOVED_KEY, RECENT_RESULTS_REMOVED_KEY, notice_message, removed_recent_results
+from .original_names import OriginalNamesMixin, max_tokens_with_explicit_flag
 from .presets import apply_preset
 from .recall_search import MessageTexts
 from .refusal import RefusalLimit, parse_refusal
@@ -84,7 +85,9 @@ FAULT_KEYS = (
 
 
 @install  # the decisions about the current history, under the names callers rely on (decisions.py)
-class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMixin, ToolResultMixin, SummaryMixin):
+class SimpleContextManager(
+    LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMixin, ToolResultMixin, SummaryMixin, OriginalNamesMixin
+):
     """In-memory context manager with sticky, cache-friendly, non-destructive compaction."""
 
     @apply_preset
@@ -132,8 +135,10 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
         recall_tool: bool = _D["recall_tool"],
         auto_compact: bool = _D["auto_compact"],
         protect_in_tokens: bool = _D["protect_in_tokens"],
+        max_tokens_explicit: bool | None = None,  # an earlier original's flag: original_names.py
     ) -> None:
-        options = {k: v for k, v in locals().items() if k not in ("self", "hooks", "__class__")}
+        max_tokens = max_tokens_with_explicit_flag(max_tokens, max_tokens_explicit)
+        options = {k: v for k, v in locals().items() if k not in ("self", "hooks", "__class__", "max_tokens_explicit")}
         self._apply_options(options)  # validated together; later assignments are validated one by one
         if self.max_messages is not None:
             logger.info("context-simple: max_messages is accepted and ignored (token budgets govern views)")
@@ -635,8 +640,12 @@ class SimpleContextManager(LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMi
     def _sticky_snapshot(self) -> Sticky:
         return self._decisions.sticky_snapshot()
 
-    def _record_removed(self, seq: int) -> None:
-        self._decisions.record_removed(seq)
+    def _record_removed(self, message_or_seq: Message | int) -> None:
+        """Record a sticky removal. The spec names this path and the original passes it a stored message;
+        this module's callers pass its ``_seq``: both are accepted (a message without one records nothing)."""
+        seq = message_or_seq if isinstance(message_or_seq, int) else seq_of(message_or_seq)
+        if seq is not None:
+            self._decisions.record_removed(seq)
 
     async def _finalize_compaction_with_stats(
         self,

@@ -1,0 +1,48 @@
+"""Names an earlier version of the original exposed, kept for hosts that still use them (issue 37.4).
+
+That version capped the provider-derived budget with ``max_tokens`` only when a ``max_tokens_explicit``
+flag said the key was set (mount set it from the config). Here a ``max_tokens`` that was set always caps
+(today's original); the flag is accepted: True changes nothing, False turns the given ``max_tokens`` into
+the fallback budget only, as a key nobody set reads (config.DefaultTokens).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .config import DefaultTokens
+from .config_base import warn
+
+
+def max_tokens_with_explicit_flag(max_tokens: Any, explicit: Any) -> Any:
+    """``max_tokens`` as the constructor should read it given the earlier original's flag (None = not given)."""
+    if explicit is None or explicit is True:
+        return max_tokens
+    if explicit is not False:
+        warn("max_tokens_explicit=%r is not true or false; ignoring it", explicit)
+        return max_tokens
+    if isinstance(max_tokens, int) and not isinstance(max_tokens, (bool, DefaultTokens)) and max_tokens >= 1:
+        return DefaultTokens(max_tokens)  # not a cap: only the budget when the provider reports no window
+    return max_tokens
+
+
+def is_max_tokens_explicit(max_tokens: Any) -> bool:
+    """Whether ``max_tokens`` caps the provider's budget: a number that was set, not the default."""
+    return max_tokens is not None and not isinstance(max_tokens, DefaultTokens)
+
+
+class OriginalNamesMixin:
+    """The earlier original's names on SimpleContextManager: thin reads of what the manager already has."""
+
+    max_tokens: Any
+    _estimate_tokens: Callable[[list[Any]], int]  # SimpleContextManager's (or a subclass's) estimator
+
+    def _estimate_message_tokens(self, message: Any) -> int:
+        """One message's count: the list count is the sum of these (so a subclass's estimator is honoured)."""
+        return self._estimate_tokens([message])
+
+    @property
+    def max_tokens_explicit(self) -> bool:
+        """Whether ``max_tokens`` was set and so caps the provider-derived budget."""
+        return is_max_tokens_explicit(self.max_tokens)
