@@ -132,6 +132,7 @@ class SimpleContextManager(
         max_tool_result_share: float | None = _D["max_tool_result_share"],
         user_words_share: float = _D["user_words_share"],
         evidence_ledger_segments: bool = _D["evidence_ledger_segments"],
+        evidence_ledger_dense: bool = _D["evidence_ledger_dense"],
         recall_tool: bool = _D["recall_tool"],
         auto_compact: bool = _D["auto_compact"],
         protect_in_tokens: bool = _D["protect_in_tokens"],
