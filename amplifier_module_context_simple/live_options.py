@@ -7,12 +7,15 @@ the one rule of presets: explicit keys always win.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .config import _PAIRED, _VALIDATORS, DEFAULTS, _check_consistency, normalize_options
+from .config import _PAIRED, _VALIDATORS, DEFAULTS, _check_consistency, normalize_options, unknown_keyword_error
 from .config_base import closest_name, warn
+from .config_words import checked_preset
 from .presets import preset_settings
 from .tool_results import spill_dir_problem
 
@@ -97,7 +100,7 @@ class LiveOptions:
 
     def _apply_options(self, options: Mapping[str, Any]) -> None:
         """Validate a full set of options together (the constructor's), then adopt them."""
-        self.__dict__.setdefault("_explicit_keys", set())  # presets.apply_preset names the given ones
+        self.__dict__.setdefault("_explicit_keys", set())  # apply_preset (below) names the given ones
         normalized = normalize_options(options)
         _check_consistency(normalized)
         self.__dict__.update(normalized)
@@ -108,3 +111,25 @@ class LiveOptions:
 
 for _key in _VALIDATORS:
     setattr(LiveOptions, _key, _LiveOption(_key))
+
+
+# Moved here from presets.py (issue 38), so presets.py imports nothing of config (no import circle).
+def apply_preset(init: Callable[..., None]) -> Callable[..., None]:
+    """Wrap a constructor so ``preset=NAME`` fills every keyword the caller did not pass explicitly."""
+    signature = inspect.signature(init)
+
+    @functools.wraps(init)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> None:
+        try:
+            given = signature.bind_partial(self, *args, **kwargs).arguments
+        except TypeError as error:
+            raise unknown_keyword_error(error, kwargs) from None
+        # A misspelled preset warns (naming the closest) and means none; a wrong type raises.
+        for key, value in preset_settings(checked_preset(given.get("preset"))).items():
+            if key not in given:
+                kwargs[key] = value
+        # The keys the caller gave: a preset assigned live later never overrides them (config.py).
+        self.__dict__["_explicit_keys"] = set(given) - {"self", "hooks", "preset"}
+        init(self, *args, **kwargs)
+
+    return wrapper

@@ -34,9 +34,8 @@ from .ingress import IngressClipper
 from .instructions import hoist_all, is_injected_instruction, split_instructions
 from .ladder import LadderOps, Protections, apply_decisions, last_results
 from .limit import InputLimit, input_limit
-from .live_options import LiveOptions
+from .live_options import LiveOptions, apply_preset
 from .notice import INJECTIONS_REMOVED_KEY, RECENT_RESULTS_REMOVED_KEY, notice_message, removed_recent_results
-from .presets import apply_preset
 from .recall_search import MessageTexts
 from .repair import describe_repair
 from .repair_mirror import RepairMirror
