@@ -39,6 +39,7 @@ from .config_keys import TOOL_RESULT_SHAPE_HEAD_TAIL as TOOL_RESULT_SHAPE_HEAD_T
 from .config_keys import TOOL_RESULT_SHAPES as TOOL_RESULT_SHAPES
 from .config_keys import UNSET_MAX_TOKENS as UNSET_MAX_TOKENS
 from .config_keys import DefaultTokens as DefaultTokens
+from .config_keys import Knobs as Knobs
 from .config_values import _PAIRED as _PAIRED
 from .config_values import _VALIDATORS as _VALIDATORS
 from .config_values import NUMERIC_KEYS as NUMERIC_KEYS

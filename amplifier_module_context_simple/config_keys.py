@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import namedtuple
 from typing import Any
 
 TOKEN_METER_ESTIMATE = "estimate"
@@ -91,3 +92,6 @@ DEFAULTS: dict[str, Any] = {
     # since this module compacts each request's view whenever it is over the threshold (as the original).
     "auto_compact": True,
 }
+
+# Every configuration value of one manager at one moment, by key (what components read; issue 38).
+Knobs = namedtuple("Knobs", tuple(DEFAULTS))  # noqa: PYI024 - a plain record of the table's keys

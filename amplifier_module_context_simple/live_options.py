@@ -17,7 +17,7 @@ from .config import _PAIRED, _VALIDATORS, DEFAULTS, _check_consistency, normaliz
 from .config_base import closest_name, warn
 from .config_words import checked_preset
 from .presets import preset_settings
-from .tool_results import spill_dir_problem
+from .spill import spill_dir_problem
 
 
 def _warn_missing_prompt(owner: Any, path: str | None) -> None:
@@ -81,10 +81,9 @@ def _preset_changes(old: Any, new: Any, explicit: set[str]) -> dict[str, Any]:
 
 
 class LiveOptions:
-    """Base class whose config attributes (every key of the table) are validated when assigned."""
-
-    _prompt_path_reported: str | None = None
-    _spill_failure_reported: str | None = None  # the spill directory whose write failures were reported
+    """Base class whose config attributes (every key of the table) are validated when assigned. The
+    environment checks note what they reported on the owner (``_prompt_path_reported``,
+    ``_spill_failure_reported``: the summary's and the tool results' components, caller_names.py)."""
 
     def __setattr__(self, name: str, value: Any) -> None:
         # A misspelled key (ctx.target_usgae = 0.3) would silently create an attribute nothing reads.

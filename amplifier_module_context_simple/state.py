@@ -2,10 +2,10 @@
 
 ``set_messages()`` (session resume) forgets all sticky decisions, so the first request after a resume
 re-decides the whole history and the provider's prompt cache is lost. A snapshot taken with
-:func:`build_snapshot` and re-applied with :func:`apply_snapshot` after ``set_messages()`` of the same
+:func:`build_snapshot` and re-applied with :func:`adopt_snapshot` after ``set_messages()`` of the same
 history makes the next view byte-identical to the one the uninterrupted manager would have sent.
 
-Pure functions over a manager's attributes (listed in :data:`FIELDS`); nothing here imports the manager.
+Pure functions over the values of the attributes listed in :data:`FIELDS`; nothing here reads the manager.
 A snapshot belongs to one history: its digest is taken over the stored messages without ``_seq``, which
 is exactly what ``set_messages(await old.get_messages())`` stores again (it re-stamps ``_seq`` 0..N-1).
 """
@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .estimate import SEQ_KEY, seq_of
 from .state_checks import _check_decisions, _check_ledger, _close_over_tool_groups, _is_count, _refuse, _value
+
+logger = logging.getLogger("amplifier_module_context_simple")
 
 STATE_VERSION = 1
 DIGEST_PREFIX = "sha256:"
@@ -86,6 +89,16 @@ GROUPS: tuple[str, ...] = tuple(dict.fromkeys(field.group for field in FIELDS))
 # Manager attributes deliberately NOT in a snapshot, and why (tests check every attribute is classified).
 NOT_SAVED: dict[str, str] = {
     "_decisions": "holds the decisions classified here (decisions.py); replaced with the history",
+    # The components (issue 38): each one's state is classified under the manager's name for it
+    # (caller_names.FORWARDED), here or in FIELDS.
+    "_history": "the stored history (history.py): messages, _next_seq, _store_guard, _warned_block_types",
+    "_meter": "the meter (token_meter.py): _last_measured_prompt_tokens, _usage_events, _cache_*, ...",
+    "_budget": "the budget (budget.py): _budget_reading, _budget_reported",
+    "_tool_results": "tool results and spill (tool_results.py): _derived, _spilled_paths, _tool_name_*",
+    "_evidence": "the evidence ledger's caches (evidence.py): _evidence_reads, _segment_cache, _ledger_cache",
+    "_summary": "the summary call (summary.py): _summarization_task, _cached_provider, fork-mode scratch",
+    "_compaction": "the compaction pass's call-scoped state (compaction.py): _clear_at_least_pending, ...",
+    "_spill_failure_reported": "log de-duplication",
     "_store_guard": "flags an in-place edit of the stored history (wire_copy.py); a new history starts unedited",
     "_hooks": "the host's hook registry",
     "_repair_mirror": "cache (the repaired working list and its settled point, rebuilt on demand)",
@@ -115,7 +128,6 @@ NOT_SAVED: dict[str, str] = {
     "_segment_cache": "cache (the kept segments' message objects, rebuilt from sticky.ledger_segments)",
     "_ledger_cache": "cache (the ledger message object, rebuilt from sticky.ledger on demand)",
     "_view_cache": "cache (the last view, extended between boundaries; rebuilt on demand)",
-    "_escalation_allowed": "set and reset within one request",
     "_clear_at_least_pending": "set and reset within one request",
     "_clear_at_least_last_refused": "set and reset within one request",
     "_last_token_meter_stats": "report of the last request; recomputed before it is read",
@@ -232,18 +244,19 @@ def _encode(kind: str, value: Any, positions: _Positions) -> Any:
     return value
 
 
-def build_snapshot(manager: Any) -> dict[str, Any]:
-    """A versioned, JSON-safe dict of the manager's view-shaping state, tied to its current history."""
+def build_snapshot(values: dict[str, Any], messages: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """A versioned, JSON-safe dict of the view-shaping state ``values`` (attribute -> value, every one of
+    :data:`FIELDS`), tied to the history ``messages``."""
     snapshot: dict[str, Any] = {
         "version": STATE_VERSION,
-        "history_digest": history_digest(manager.messages),
-        "message_count": len(manager.messages),
+        "history_digest": history_digest(messages),
+        "message_count": len(messages),
     }
     for group in GROUPS:
         snapshot[group] = {}
-    positions = _Positions(manager.messages)
+    positions = _Positions(messages)
     for field in FIELDS:
-        snapshot[field.group][field.key] = _encode(field.kind, getattr(manager, field.attribute), positions)
+        snapshot[field.group][field.key] = _encode(field.kind, values[field.attribute], positions)
     return snapshot
 
 
@@ -300,11 +313,16 @@ def validate_snapshot(state: Any, messages: Sequence[dict[str, Any]]) -> dict[st
     return values
 
 
-def apply_snapshot(manager: Any, values: dict[str, Any]) -> None:
-    """Forget the manager's current decisions and adopt ``values`` (from :func:`validate_snapshot`)."""
-    manager._reset_compaction_state()
-    for attribute, value in values.items():
-        setattr(manager, attribute, value)
+def adopt_snapshot(values: dict[str, Any], faults: Any) -> dict[str, Any]:
+    """``values`` (from :func:`validate_snapshot`) as ``restore_state`` adopts them: a pending summary is
+    never adopted (its text is the summarizer's: no check can tie it to the history, while a ledger's lines
+    are checked; adopted, it would be appended to the history and sent in every later view). It is
+    dropped, logged and counted in ``faults``, and the strategy asks again."""
+    if values.pop("_pending_summary") is not None:
+        values["_summary_armed"] = True  # the summary it was armed for is gone
+        faults["restore_summaries_dropped"] += 1
+        logger.warning("context-simple: restore_state dropped a pending summary (unverifiable text)")
+    return values
 
 
 def state_capability(manager: Any) -> dict[str, Any]:

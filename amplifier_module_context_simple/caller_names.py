@@ -1,0 +1,321 @@
+"""The private names callers of the original read and assign (upstream-behaviour.md section 15, and the
+tests of this module), kept on the manager as thin properties of the component that owns the state.
+
+``SimpleContextManager._cached_provider`` reads and writes ``manager._summary.cached_provider``: each
+entry below is (component attribute of the manager, attribute of the component). The decisions about
+the history have their own names (decisions.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .budget import fallback_budget
+from .config import parse_clear_at_least
+from .estimate import seq_of
+from .evidence import recall_note
+from .replay import append_replay
+from .sticky import last_results
+from .summary import fork_armed, summary_message, view_form
+from .summary_span import format_messages_for_summarization, prefix_contains_span, snap_absorb_boundary
+from .token_meter import continue_result
+
+Message = dict[str, Any]
+
+FORWARDED: dict[str, tuple[str, str]] = {
+    # the stored history (history.History)
+    "messages": ("_history", "messages"),
+    "_next_seq": ("_history", "next_seq"),
+    "_store_guard": ("_history", "guard"),
+    "_warned_block_types": ("_history", "warned_block_types"),
+    # the compaction pass's call-scoped state (compaction.Compaction)
+    "_clear_at_least_pending": ("_compaction", "pending"),
+    "_clear_at_least_last_refused": ("_compaction", "last_refused"),
+    # the meter (token_meter.TokenMeter)
+    "_last_measured_prompt_tokens": ("_meter", "last_measured_prompt_tokens"),
+    "_last_token_meter_stats": ("_meter", "last_stats"),
+    "_usage_events": ("_meter", "usage_events"),
+    "_cache_read_total": ("_meter", "cache_read_total"),
+    "_cache_write_total": ("_meter", "cache_write_total"),
+    "_cache_fields_complete": ("_meter", "cache_fields_complete"),
+    "_measurement_stale": ("_meter", "measurement_stale"),
+    "_tail_scan": ("_meter", "tail_scan"),
+    # the budget (budget.Budget)
+    "_budget_reading": ("_budget", "reading"),
+    "_budget_reported": ("_budget", "reported"),
+    # tool results and spill (tool_results.ToolResults)
+    "_tool_name_by_call_id": ("_tool_results", "names_by_call_id"),
+    "_tool_name_by_seq": ("_tool_results", "names_by_seq"),
+    "_tool_names_harvested": ("_tool_results", "names_harvested"),
+    "_spilled_paths": ("_tool_results", "spilled_paths"),
+    "_spill_failure_reported": ("_tool_results", "spill_failure_reported"),
+    "_derived": ("_tool_results", "derived"),
+    # the evidence ledger (evidence.EvidenceLedger)
+    "_evidence_reads": ("_evidence", "reads"),
+    "_segment_cache": ("_evidence", "_segment_cache"),
+    "_ledger_cache": ("_evidence", "_ledger_cache"),
+    # the summary call (summary.Summary)
+    "_summarization_task": ("_summary", "task"),
+    "_summary_generation": ("_summary", "generation"),
+    "_cached_provider": ("_summary", "cached_provider"),
+    "_is_summarizing": ("_summary", "is_summarizing"),
+    "_prompt_path_reported": ("_summary", "prompt_path_reported"),
+    "_last_request_view": ("_summary", "last_request_view"),
+    "_view_serial": ("_summary", "view_serial"),
+    "_sent_messages": ("_summary", "sent_messages"),
+    "_sent_serial": ("_summary", "sent_serial"),
+    "_sent_tools": ("_summary", "sent_tools"),
+    "_sent_tools_supplied": ("_summary", "sent_tools_supplied"),
+    "_sent_model": ("_summary", "sent_model"),
+    "_summary_fork_fallbacks": ("_summary", "fork_fallbacks"),
+    "_fork_prefix_source": ("_summary", "fork_prefix_source"),
+    "_fork_reasons_logged": ("_summary", "fork_reasons_logged"),
+    "_last_summary_call": ("_summary", "last_call"),
+}
+
+
+# ----- thin methods under the names callers rely on: each calls one component with explicit inputs -----
+# (the manager's wiring builds the inputs: ``_summary_inputs``, ``_result_inputs``, ``_pass_inputs``, ...)
+
+
+async def _on_llm_response(self: Any, event: str, data: Any) -> Any:
+    """Record the provider's reported prompt occupancy; never raises, never blocks the hook chain."""
+    self._meter.on_usage(data, self._next_seq, self._decisions, self._fault_counts)
+    return continue_result()
+
+
+def _should_compact(self: Any, token_count: int = 0, budget: int = 0, kind: str | None = None) -> bool:
+    """The trigger: usage at or over the threshold; in hybrid mode only on a 'usage' count (token_meter.py)."""
+    return self._meter.should_compact(
+        self._decisions, self.token_meter, self.compact_threshold, token_count, budget, kind
+    )
+
+
+def _cache_aggregates(self: Any) -> dict[str, int] | None:
+    return self._meter.cache_aggregates()
+
+
+def _calculate_budget(self: Any, token_budget: int | None, provider: Any) -> int:
+    """Explicit budget, else the provider's window minus reserved output, else the fallback (budget.py)."""
+    reserve = self.output_reserve_fraction
+    budget, failed = self._budget.calculate(token_budget, provider, self.max_tokens, self.max_tokens_fallback, reserve)
+    if failed:
+        self._fault_counts["provider_info_failures"] += 1
+    return budget
+
+
+def _fallback_budget(self: Any) -> int:
+    """The budget with no explicit budget and no provider window (budget.py)."""
+    return fallback_budget(self.max_tokens, self.max_tokens_fallback)
+
+
+def _truncate_tool_result(self: Any, message: Message) -> Message:
+    """The truncated form of a tool result, or the message itself (tool_results.py)."""
+    return self._tool_results.truncate(message, self._result_inputs())
+
+
+def _clip_tool_result(self: Any, message: Message, tokens: int) -> Message:
+    """The last rung's clip of a result to about ``tokens`` (tool_results.py, floor.py)."""
+    return self._tool_results.clip(message, tokens, self._result_inputs())
+
+
+def _stub_user_message(self: Any, message: Message) -> Message:
+    return self._tool_results.stub(message)
+
+
+def _needs_tool_names(self: Any) -> bool:
+    """Only per-tool budgets and exemptions read tool names (the original harvests only then)."""
+    return bool(self.tool_result_budget_by_tool or self.tool_result_exempt_tools)
+
+
+def _harvest_tool_names(self: Any) -> None:
+    self._tool_results.harvest(self.messages, self._needs_tool_names())
+
+
+def _ledger_lines(self: Any, message: Message) -> tuple[Any, ...]:
+    """A stored message's evidence lines, analysed once per ``_seq`` (evidence.py)."""
+    return self._evidence.lines(message, self._fault_counts)
+
+
+def _pre_read(self: Any, messages: list[Message]) -> None:
+    self._evidence.pre_read(messages, self.evidence_ledger_share, self._fault_counts)
+
+
+def _recall_note(self: Any) -> str:
+    return recall_note(self._recall_mounted)
+
+
+def _fork_armed(self: Any) -> bool:
+    return fork_armed(self.compaction_strategy, self.summary_call_mode)
+
+
+def last_summary_call_stats(self: Any) -> dict[str, Any] | None:
+    """How the last summary call was made (mode requested/used, fallback reason, prefix)."""
+    last = self._summary.last_call
+    return dict(last) if last is not None else None
+
+
+def note_request_sent(
+    self: Any, messages: list[Message] | None = None, *, tools: Any = None, model: Any = None
+) -> None:
+    """Record what the orchestrator actually sent (fork mode only; history is never touched)."""
+    if self._fork_armed():
+        self._summary.note_request_sent(messages, tools, model)
+
+
+def _maybe_trigger_summary_compaction(self: Any, token_count: int, budget: int) -> None:
+    self._summary.maybe_trigger(token_count, budget, self._summary_inputs())
+
+
+def _select_summary_absorb_seqs(self: Any, excess_tokens: int, min_tokens: int | None = None) -> list[int] | None:
+    return self._summary.select_absorb_seqs(excess_tokens, min_tokens, self._summary_inputs())
+
+
+def _snap_absorb_boundary(self: Any, live: list[Message], end_idx: int, protected_boundary: int, start: int = 0) -> int:
+    return snap_absorb_boundary(live, end_idx, protected_boundary, start)
+
+
+async def _run_summary_compaction_task(
+    self: Any, seqs: list[int], fork_prefix: dict[str, Any] | None = None, generation: int | None = None
+) -> None:
+    await self._summary.run(seqs, fork_prefix, generation, self._summary_inputs())
+
+
+def _get_summarization_prompt(self: Any) -> str:
+    return self._summary.prompt(self.summarization_prompt_path)
+
+
+def _format_messages_for_summarization(self: Any, messages: list[Message]) -> str:
+    return format_messages_for_summarization(messages)
+
+
+def _capture_fork_prefix(self: Any) -> dict[str, Any] | None:
+    return self._summary.capture_fork_prefix(self._fork_armed())
+
+
+def _prefix_contains_span(self: Any, prefix: list[Message], span: list[Message]) -> bool:
+    inputs = self._summary_inputs()
+    return prefix_contains_span(prefix, span, [view_form(m, inputs) for m in span])
+
+
+def _note_fork_fallback(self: Any, reason: str) -> None:
+    self._summary.note_fork_fallback(reason)
+
+
+def _make_summary_message(self: Any, text: str) -> Message:
+    """The summary as stored history: role user, reminder envelope, a fresh ``_seq``, not ephemeral."""
+    message = summary_message(text, self._next_seq, self._store_guard)
+    self._next_seq += 1
+    return message
+
+
+async def _swap_in_pending_summary(self: Any, non_system: list[Message]) -> tuple[list[Message], bool]:
+    """Absorb the pending summary's span (sticky removals) and append the summary at the tail (summary.py)."""
+    view, swapped, summary = self._summary.swap(non_system, self._summary_inputs(), self._next_seq, self._store_guard)
+    if summary is not None:
+        self._history.store(summary)
+    return view, swapped
+
+
+async def _compact_ephemeral(self: Any, budget: int, source_messages: list[Message] | None = None) -> list[Message]:
+    """Apply sticky decisions; escalate the ladder only when they no longer keep the view under threshold."""
+    source = list(self.messages) if source_messages is None else source_messages
+    return await self._compaction.run(budget, source, self._pass_inputs())
+
+
+def _clear_at_least_required(self: Any, budget: int) -> int:
+    return parse_clear_at_least(self.compact_clear_at_least, budget)
+
+
+def _has_sticky_state(self: Any) -> bool:
+    return self._decisions.has_sticky()
+
+
+def _maybe_append_last_user_replay(self: Any, view: list[Message], budget: int = 0) -> None:
+    """Append the user's last words once per compaction boundary (in place; replay.py)."""
+    append_replay(view, budget, self._decisions, self._counts().total)
+
+
+def _extract_seq(message: Any) -> int | None:
+    return seq_of(message)
+
+
+def _protected_tool_indices(self: Any, tool_result_indices: list[int]) -> set[int]:
+    """Of the tool results' positions, those never to truncate: the last ``protected_tool_results``."""
+    return last_results(tool_result_indices, self.protected_tool_results)
+
+
+def _input_readings_get(self: Any) -> dict[str, Any]:
+    """The input limit's readings, as ``snapshot_state`` keeps them (state.py)."""
+    return self._input_limit.count.saved()
+
+
+def _input_readings_set(self: Any, saved: dict[str, Any]) -> None:
+    self._input_limit.count.restore(saved)
+
+
+METHODS: tuple[Callable[..., Any], ...] = (
+    _on_llm_response,
+    _should_compact,
+    _cache_aggregates,
+    _calculate_budget,
+    _fallback_budget,
+    _truncate_tool_result,
+    _clip_tool_result,
+    _stub_user_message,
+    _needs_tool_names,
+    _harvest_tool_names,
+    _ledger_lines,
+    _pre_read,
+    _recall_note,
+    _fork_armed,
+    note_request_sent,
+    _maybe_trigger_summary_compaction,
+    _select_summary_absorb_seqs,
+    _snap_absorb_boundary,
+    _run_summary_compaction_task,
+    _get_summarization_prompt,
+    _format_messages_for_summarization,
+    _capture_fork_prefix,
+    _prefix_contains_span,
+    _note_fork_fallback,
+    _make_summary_message,
+    _swap_in_pending_summary,
+    _compact_ephemeral,
+    _clear_at_least_required,
+    _has_sticky_state,
+    _maybe_append_last_user_replay,
+    _protected_tool_indices,
+)
+
+
+class Forwarded:
+    """A manager attribute that lives on one of its components (read and assigned through)."""
+
+    __slots__ = ("component", "name")
+
+    def __init__(self, component: str, name: str) -> None:
+        self.component, self.name = component, name
+
+    def __get__(self, manager: Any, owner: type | None = None) -> Any:
+        if manager is None:
+            return self
+        return getattr(manager.__dict__[self.component], self.name)
+
+    def __set__(self, manager: Any, value: Any) -> None:
+        setattr(manager.__dict__[self.component], self.name, value)
+
+
+def install_caller_names(cls: type) -> type:
+    """Give ``cls`` every name of :data:`FORWARDED` as a thin property of its component, and every thin
+    method of :data:`METHODS` (a name the class defines itself is left alone)."""
+    for name, (component, attribute) in FORWARDED.items():
+        setattr(cls, name, Forwarded(component, attribute))
+    for method in METHODS:
+        if method.__name__ not in vars(cls):
+            setattr(cls, method.__name__, method)
+    cls._extract_seq = staticmethod(_extract_seq)  # also called on the class
+    cls.last_summary_call_stats = property(last_summary_call_stats)
+    cls._input_readings = property(_input_readings_get, _input_readings_set)
+    return cls
