@@ -13,12 +13,14 @@ from typing import Any
 
 from .budget import fallback_budget
 from .config import parse_clear_at_least
-from .estimate import seq_of
+from .estimate import CountCache, estimate_tokens, seq_of
 from .evidence import recall_note
-from .replay import append_replay
-from .sticky import last_results
+from .ladder import LadderOps
+from .replay import append_replay, is_real_user_message, turn_prompt_seq
+from .sticky import apply_decisions, last_results
 from .summary import fork_armed, summary_message, view_form
 from .summary_span import format_messages_for_summarization, prefix_contains_span, snap_absorb_boundary
+from .token_counter import resolve_counter
 from .token_meter import continue_result
 
 Message = dict[str, Any]
@@ -237,6 +239,61 @@ def _maybe_append_last_user_replay(self: Any, view: list[Message], budget: int =
     append_replay(view, budget, self._decisions, self._counts().total)
 
 
+def _estimate_tokens(self: Any, messages: list[Any]) -> int:
+    """The original estimator: ``len(str(m)) // 4`` summed; pure, so callable on any list."""
+    return estimate_tokens(messages)
+
+
+def _counts(self: Any) -> CountCache:
+    """The per-``_seq`` count cache for the configured counter (rebuilt when it changes)."""
+    overridden = type(self)._estimate_tokens is not _estimate_tokens
+    key = ("override", id(type(self))) if overridden else self.token_counter
+    if self._count_cache is None or key != self._counts_key:
+        if overridden:
+            counter = lambda m: self._estimate_tokens([m])  # noqa: E731 - honour a subclass's estimator
+        else:
+            counter = resolve_counter(self.token_counter)
+        self._count_cache, self._counts_key = CountCache(counter), key
+    return self._count_cache
+
+
+def _ladder_ops(self: Any) -> LadderOps:
+    """Counting and the rewrites the ladder makes (ladder.py); a repair-made message (no ``_seq``) is
+    never rewritten: its decision could not be sticky."""
+    truncate = lambda m: m if seq_of(m) is None else self._truncate_tool_result(m)  # noqa: E731
+    clip = lambda m, tokens: m if seq_of(m) is None else self._clip_tool_result(m, tokens)  # noqa: E731
+    turn_start = turn_prompt_seq(self.messages)
+    return LadderOps(self._counts().count, truncate, self._stub_user_message, is_real_user_message, turn_start, clip)
+
+
+def _apply_sticky_decisions(self: Any, non_system: list[Message]) -> list[Message]:
+    """Replay every recorded decision, with the same bytes as when it was made (sticky.py)."""
+    decisions = self._decisions
+    if not decisions.has_sticky():
+        return list(non_system)
+    sets = (decisions._removed_seqs, decisions._truncated_seqs, decisions._stubbed_seqs)
+    rewrite = (self._truncate_tool_result, self._stub_user_message, decisions._clipped_seqs, self._clip_tool_result)
+    return apply_decisions(non_system, *sets, *rewrite)
+
+
+def _limit_goal(self: Any) -> int | None:
+    """The largest view body the provider's input limit takes (limit.py); None with no window known."""
+    tail = self.compaction_notice_token_reserve if self.compaction_notice_enabled else 0
+    meter = (self._meter.usage_events, self._meter.last_measured_prompt_tokens, self._anchor_estimate)
+    return self._input_limit.goal(self._budget.reading, *meter, tail)
+
+
+def _past_limit(self: Any, count: int) -> bool:
+    """``count`` is past the provider's input limit (limit.py)."""
+    goal = self._limit_goal()
+    return goal is not None and count > goal
+
+
+def _exceeds_threshold(self: Any, estimated: int, budget: int) -> bool:
+    """The escalation gate inside the ladder (token_meter.py)."""
+    return self._meter.exceeds_threshold(self._decisions, self.token_meter, self.compact_threshold, estimated, budget)
+
+
 def _extract_seq(message: Any) -> int | None:
     return seq_of(message)
 
@@ -256,6 +313,13 @@ def _input_readings_set(self: Any, saved: dict[str, Any]) -> None:
 
 
 METHODS: tuple[Callable[..., Any], ...] = (
+    _estimate_tokens,
+    _counts,
+    _ladder_ops,
+    _apply_sticky_decisions,
+    _limit_goal,
+    _past_limit,
+    _exceeds_threshold,
     _on_llm_response,
     _should_compact,
     _cache_aggregates,

@@ -62,6 +62,10 @@ class History:
         self.next_seq += 1
         self.messages.append(message)
 
+    def seq_now(self) -> int:
+        """The ``_seq`` the next stored message takes."""
+        return self.next_seq
+
     def take_edit(self) -> bool:
         """True once after a stored message was edited in place (a redaction through ``get_messages()``)."""
         if not self.guard.edited:

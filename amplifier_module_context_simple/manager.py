@@ -1,10 +1,8 @@
 """SimpleContextManager: the stored history, the components it owns, and one request's path.
 
-The history in ``self.messages`` is the source of truth and is never rewritten; each request gets a new
-*view*. The manager owns one of each component (the meter, the budget and input limit, tool results and
-spill, the evidence ledger, the summary call, the view cache, view repair) and the history's
-:class:`Decisions`; it calls them with explicit inputs, and none of them reads the manager
-(docs/architecture.md). ``get_messages_for_request`` reads top to bottom.
+The history is the source of truth, never rewritten; each request gets a new *view*. The manager owns one
+of each component and the history's :class:`Decisions`, and calls them with explicit inputs; none reads
+the manager (docs/architecture.md). ``get_messages_for_request`` reads top to bottom.
 """
 
 from __future__ import annotations
@@ -20,26 +18,22 @@ from .caller_names import install_caller_names
 from .compaction import Compaction, PassInputs
 from .config import COMPACTION_STRATEGY_SUMMARY, DEFAULTS, Knobs, check_token_budget
 from .decisions import Decisions, HistoryReplaced, install, restarts_when_replaced
-from .estimate import CountCache, estimate_tokens, seq_of
+from .estimate import CountCache
 from .evidence import EvidenceLedger, LedgerInputs
 from .faults import FAULT_KEYS as FAULT_KEYS
 from .history import History
 from .ingress import IngressClipper
-from .ladder import LadderOps
 from .limit import InputLimit
 from .live_options import LiveOptions, apply_preset
 from .notice import notice_message
 from .recall import RecallSource, view_gaps
 from .recall_search import MessageTexts
 from .repair_mirror import RepairMirror, repair_working
-from .replay import is_real_user_message, turn_prompt_seq
 from .state import FIELDS, adopt_snapshot, build_snapshot, validate_snapshot
-from .sticky import apply_decisions
 from .summary import Summary, SummaryInputs
-from .system_prompt import read_prompt
-from .token_counter import resolve_counter
+from .system_prompt import kept_with_factory, read_prompt
 from .token_meter import TokenMeter
-from .tool_pairs import in_flight_start, is_hook_injection
+from .tool_pairs import in_flight_start
 from .tool_results import ResultInputs, ToolResults, ToolResultSettings, budget_counter
 from .view_cache import CONFIG_KEYS, ViewCache, ViewInputs
 
@@ -232,7 +226,14 @@ class SimpleContextManager(LiveOptions):
         sticky = self._has_sticky_state() or self._last_compaction_stats is not None
         compact = fire or sticky or self._past_limit(estimated)  # limit.py
         extended = self._view_cache.extend(
-            working, budget, compact, fire, self._view_inputs(), self._boundary_due, self._append_tail
+            self.compaction_strategy,
+            working,
+            budget,
+            compact,
+            fire,
+            self._view_inputs,
+            self._boundary_due,
+            self._append_tail,
         )
         if extended is not None:  # between boundaries: the last view plus what was appended (view_cache.py)
             self._last_sent_estimate = self._view_cache.sent_estimate
@@ -272,14 +273,14 @@ class SimpleContextManager(LiveOptions):
     async def _working_messages(self, started: Decisions) -> list[Message]:
         """The system prompt (factory or stored) and the history, without a tool group still in flight,
         repaired for the provider (repair_mirror.py) and noted for the view cache."""
-        if self._system_prompt_factory is not None:
-            prompt = await read_prompt(self._system_prompt_factory, self._last_good_system_prompt, self._fault_counts)
-            self._last_good_system_prompt = prompt
-        else:
-            prompt = None
+        factory, prompt = self._system_prompt_factory, None
+        if factory is not None:  # system_prompt.py
+            prompt = self._last_good_system_prompt = await read_prompt(
+                factory, self._last_good_system_prompt, self._fault_counts
+            )
         self._check(started)  # before the view cache counts this request as one reading its list
         self._ingress.limit = self.max_tool_result_bytes
-        working = self._view_cache.working(self.messages, prompt, _kept_with_factory, self._ingress)
+        working = self._view_cache.working(self.messages, prompt, kept_with_factory, self._ingress)
         for payload in self._ingress.take_pending():
             await self._emit("context:tool_result_ingress_truncated", payload)
         start = in_flight_start(working)
@@ -293,10 +294,8 @@ class SimpleContextManager(LiveOptions):
     async def _metered(self, working: list[Message], budget: int, started: Decisions) -> tuple[int, int, str]:
         """The meter's (count, estimate, kind) of ``working``, and ``context:token_meter`` with its stats."""
         appended_only = self._view_cache.appended_only(working)
-        meter, counts, decisions = self._meter, self._counts(), self._decisions
-        count, _source, estimated, kind = meter.measure(
-            working, decisions, counts, self.token_meter, budget, appended_only
-        )
+        meter, counts, mode = self._meter, self._counts(), self.token_meter
+        count, _source, estimated, kind = meter.measure(working, self._decisions, counts, mode, budget, appended_only)
         if self._hooks is not None:
             await self._emit("context:token_meter", dict(meter.last_stats or {}))
             self._check(started)
@@ -304,11 +303,8 @@ class SimpleContextManager(LiveOptions):
 
     def _view_inputs(self) -> ViewInputs:
         """What the view cache compares between requests (view_cache.py)."""
-        own = vars(self)
-        factory = self._system_prompt_factory
-        return ViewInputs(
-            self.compaction_strategy, own, self._decisions, self.messages, self._counts(), factory, _CONFIG(self)
-        )
+        factory = self._system_prompt_factory  # vars(self): a decision set a caller adds (``*_seqs``) counts
+        return ViewInputs(vars(self), self._decisions, self.messages, self._counts(), factory, _CONFIG(self))
 
     def _boundary_due(self, total: int, budget: int, escalate: bool) -> bool:
         """A view extended to ``total`` tokens would be a boundary: the ladder must run (or the limit)."""
@@ -335,24 +331,6 @@ class SimpleContextManager(LiveOptions):
         if stats["strategy_level"] >= self.compaction_notice_min_level:
             compacted.append(notice_message(stats, self.compaction_notice_verbosity, self._recall_note()))
         return compacted
-
-    # ----- counting ----------------------------------------------------------------------------
-
-    def _estimate_tokens(self, messages: list[Any]) -> int:
-        """The original estimator: ``len(str(m)) // 4`` summed; pure, so callable on any list."""
-        return estimate_tokens(messages)
-
-    def _counts(self) -> CountCache:
-        """The per-``_seq`` count cache for the configured counter (rebuilt when it changes)."""
-        overridden = type(self)._estimate_tokens is not SimpleContextManager._estimate_tokens
-        key = ("override", id(type(self))) if overridden else self.token_counter
-        if self._count_cache is None or key != self._counts_key:
-            if overridden:
-                counter = lambda m: self._estimate_tokens([m])  # noqa: E731 - honour a subclass's estimator
-            else:
-                counter = resolve_counter(self.token_counter)
-            self._count_cache, self._counts_key = CountCache(counter), key
-        return self._count_cache
 
     # ----- resources shared with the components ------------------------------------------------
 
@@ -416,48 +394,6 @@ class SimpleContextManager(LiveOptions):
         """What a compaction pass reads (compaction.py)."""
         limit_goal, swap, estimate = self._limit_goal, self._swap_in_pending_summary, self._estimate_tokens
         return PassInputs(self._knobs(), self._decisions, self.messages, self._counts(), self._ladder_ops(),
-                          self._apply_sticky_decisions, swap, self._exceeds_threshold, limit_goal, self._budget.reading,
-                          self._evidence, self._ledger_inputs(), estimate, self._emit, self._seq_now)  # fmt: skip
-
-    def _seq_now(self) -> int:
-        return self._next_seq
-
-    def _ladder_ops(self) -> LadderOps:
-        """Counting and the rewrites the ladder makes (ladder.py); a repair-made message (no ``_seq``) is
-        never rewritten: its decision could not be sticky."""
-        truncate = lambda m: m if seq_of(m) is None else self._truncate_tool_result(m)  # noqa: E731
-        clip = lambda m, tokens: m if seq_of(m) is None else self._clip_tool_result(m, tokens)  # noqa: E731
-        turn_start = turn_prompt_seq(self.messages)
-        return LadderOps(
-            self._counts().count, truncate, self._stub_user_message, is_real_user_message, turn_start, clip
-        )
-
-    def _apply_sticky_decisions(self, non_system: list[Message]) -> list[Message]:
-        """Replay every recorded decision, with the same bytes as when it was made (sticky.py)."""
-        decisions = self._decisions
-        if not decisions.has_sticky():
-            return list(non_system)
-        sets = (decisions._removed_seqs, decisions._truncated_seqs, decisions._stubbed_seqs)
-        rewrite = (self._truncate_tool_result, self._stub_user_message, decisions._clipped_seqs, self._clip_tool_result)
-        return apply_decisions(non_system, *sets, *rewrite)
-
-    def _limit_goal(self) -> int | None:
-        """The largest view body the provider's input limit takes (limit.py); None with no window known."""
-        tail = self.compaction_notice_token_reserve if self.compaction_notice_enabled else 0
-        meter = (self._meter.usage_events, self._meter.last_measured_prompt_tokens, self._anchor_estimate)
-        return self._input_limit.goal(self._budget.reading, *meter, tail)
-
-    def _past_limit(self, count: int) -> bool:
-        goal = self._limit_goal()
-        return goal is not None and count > goal
-
-    def _exceeds_threshold(self, estimated: int, budget: int) -> bool:
-        """The escalation gate inside the ladder (token_meter.py)."""
-        return self._meter.exceeds_threshold(
-            self._decisions, self.token_meter, self.compact_threshold, estimated, budget
-        )
-
-
-def _kept_with_factory(message: Message) -> bool:
-    """With a system prompt factory, stored system messages give way to it, except hook-injected ones."""
-    return message.get("role") != "system" or is_hook_injection(message)
+                          self._apply_sticky_decisions, swap, self._exceeds_threshold, limit_goal,
+                          self._budget.reading, self._evidence, self._ledger_inputs(), estimate, self._emit,
+                          self._history.seq_now)  # fmt: skip

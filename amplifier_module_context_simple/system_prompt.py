@@ -8,6 +8,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from .tool_pairs import is_hook_injection
+
 logger = logging.getLogger("amplifier_module_context_simple")
 
 
@@ -27,3 +29,8 @@ async def read_prompt(factory: Callable[[], Awaitable[str]], last_good: str | No
         logger.warning("context-simple: system prompt factory failed (%s); reusing the last good prompt", exc)
         return last_good
     return prompt
+
+
+def kept_with_factory(message: dict[str, Any]) -> bool:
+    """With a system prompt factory, stored system messages give way to it, except hook-injected ones."""
+    return message.get("role") != "system" or is_hook_injection(message)

@@ -69,7 +69,6 @@ class ViewInputs(NamedTuple):
     history's decisions, the history list, the count cache, the prompt factory and every configuration
     value (``config.DEFAULTS``' keys, in order)."""
 
-    strategy: str
     own: dict[str, Any]
     decisions: Any
     messages: list[Message]
@@ -217,11 +216,12 @@ class ViewCache:
 
     def extend(
         self,
+        strategy: str,
         working: list[Message],
         budget: int,
         compact: bool,
         escalate: bool,
-        inputs: ViewInputs,
+        inputs: Callable[[], ViewInputs],
         boundary: Callable[[int, int, bool], bool],
         tail: Callable[[list[Message], int], Any],
     ) -> list[Message] | None:
@@ -233,21 +233,22 @@ class ViewCache:
         # per-request state is tied to its working list, and anything that does not match is dropped.
         request, self._request, self._pending, self._base = self._request, None, None, None
         body, self._body = self._body, None  # put back only once extended
-        if not self.enabled or inputs.strategy != COMPACTION_STRATEGY_PROGRESSIVE:
+        if not self.enabled or strategy != COMPACTION_STRATEGY_PROGRESSIVE:
             return None
         if request is None or request[0] is not working or request[1] or not working:
             return None  # not this request's list, or repaired: unsure
-        key = self.key(inputs)
+        now = inputs()  # read only once the checks above passed
+        key = self.key(now)
         self._pending = (working, compact, key)
         if body is None or body.compact != compact or not body.key.same(key):
             return None
-        limit = inputs.decisions._hoist_limit
+        limit = now.decisions._hoist_limit
         appended = _appended(
             body, working, compact, key.decision_sets, lambda m: is_instruction(m) and hoisted_here(m, limit)
         )
         if appended is None:
             return None
-        counts = inputs.counts
+        counts = now.counts
         total = body.total + sum(counts.count(m) for m in appended)
         if compact and boundary(total, budget, escalate):
             return None  # a boundary: the ladder runs in the full rebuild (the input limit: limit.py)
