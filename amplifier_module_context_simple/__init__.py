@@ -27,6 +27,7 @@ from .config import (
     TOOL_RESULT_SHAPE_HEAD_TAIL,
     parse_config,
 )
+from .config_base import session_warnings, warning_scope
 from .manager import SimpleContextManager
 from .presets import PRESETS
 from .recall import TOOL_NAME as RECALL_TOOL_NAME
@@ -86,6 +87,8 @@ __all__ = [
     "OBSERVABILITY_CHANNEL",
     "OBSERVABLE_EVENTS",
     "PRESETS",
+    "RECALL_TOOL_NAME",
+    "RecallTool",
     "STATE_CAPABILITY",
     "STATE_VERSION",
     "SUMMARY_CALL_MODE_FORK",
@@ -112,15 +115,23 @@ async def mount(coordinator: Any, config: dict[str, Any] | None = None) -> Any:
     """Validate ``config``, mount a SimpleContextManager at ``context`` and return its cleanup."""
     # The original shares this distribution and import name: say which copy runs (also in context:budget).
     logger.info("context-simple: mounting amplifier_module_context_simple %s from %s", __version__, PACKAGE_DIR)
-    options = parse_config(config)
     hooks = getattr(coordinator, "hooks", None)
-    # Validated again by the constructor: a warning already said is not repeated (config.warn).
-    context = SimpleContextManager(hooks=hooks, **{k: v for k, v in options.items() if k in DEFAULTS})
+    # One session's warnings: its two mounts (the validator's, then the session's) share the config object,
+    # and the constructor validates again; each problem is said once per session (config_base.warn).
+    with warning_scope(session_warnings(config)):
+        options = parse_config(config)
+        context = SimpleContextManager(hooks=hooks, **{k: v for k, v in options.items() if k in DEFAULTS})
     # Every option reached the constructor; the ones the config gave are the explicit ones.
     context.__dict__["_explicit_keys"] = {k for k in (config or {}) if k in DEFAULTS and k != "preset"}
-    unregister = None
+    unregisters = []
     if hooks is not None:
-        unregister = hooks.register("llm:response", context._on_llm_response, priority=50, name="context-simple-meter")
+        unregisters.append(
+            hooks.register("llm:response", context._on_llm_response, priority=50, name="context-simple-meter")
+        )
+        # A refusal for length lowers the limit the next views fit (refusal.py).
+        unregisters.append(
+            hooks.register("provider:error", context._on_provider_error, priority=50, name="context-simple-refusal")
+        )
     await coordinator.mount("context", context)
     if hooks is not None:
         _settle_kernel_threads_at_exit()
@@ -130,8 +141,9 @@ async def mount(coordinator: Any, config: dict[str, Any] | None = None) -> Any:
         await _mount_recall_tool(coordinator, context)
 
     async def cleanup() -> None:
-        if unregister is not None:
-            unregister()
+        for unregister in unregisters:
+            if callable(unregister):
+                unregister()
         if context._recall_mounted:
             await _unmount_recall_tool(coordinator, context)
         await _stop_summary_task(context)

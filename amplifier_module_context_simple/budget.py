@@ -30,7 +30,7 @@ class Window(NamedTuple):
 class BudgetReading(NamedTuple):
     """One request's budget and where it came from: the payload of ``context:budget``."""
 
-    source: str  # "token_budget", "provider" or "fallback"
+    source: str  # "token_budget", "provider_defaults" or "max_tokens_fallback" (today's original's names)
     context_window: int | None
     max_output_tokens: int | None
     derived_budget: int | None
@@ -45,11 +45,18 @@ class BudgetReading(NamedTuple):
 
 
 def _window(window: Any, max_output: Any, reserve_fraction: float) -> Window:
-    """context_window - reserved output - safety margin, or no budget when the numbers are unusable."""
+    """context_window - reserved output - safety margin, or no budget when the numbers are unusable.
+
+    A window too small for the whole margin (4,096 tokens, 1,024 of output) is still a window: the margin
+    shrinks to an eighth of it (the input limit's own, limit.py), rather than the budget falling back to
+    200,000 and the limit being dropped. Only a window the reserved output fills has no budget."""
     cw, out = _positive_int(window), _positive_int(max_output)
     if cw is None or out is None:
         return Window(cw, out, None)
-    budget = cw - int(out * reserve_fraction) - SAFETY_MARGIN_TOKENS
+    reserved = int(out * reserve_fraction)
+    budget = cw - reserved - SAFETY_MARGIN_TOKENS
+    if budget <= 0:
+        budget = cw - reserved - min(SAFETY_MARGIN_TOKENS, cw // 8)
     return Window(cw, out, budget if budget > 0 else None)
 
 
@@ -116,7 +123,7 @@ def read_budget(window: Window | None, max_tokens: Any, max_tokens_fallback: Any
     base = derived if derived is not None else fallback
     effective = base if cap is None else min(base, cap)
     return BudgetReading(
-        "provider" if derived is not None else "fallback",
+        "provider_defaults" if derived is not None else "max_tokens_fallback",  # today's original's names
         window.context_window if window is not None else None,
         window.max_output_tokens if window is not None else None,
         derived,

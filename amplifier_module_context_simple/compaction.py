@@ -55,6 +55,7 @@ class PassInputs(NamedTuple):
     estimate: Callable[[list[Any]], int]  # the original estimator (the OVER BUDGET warning's system figure)
     emit: Callable[[str, dict[str, Any]], Awaitable[None]]
     next_seq: Callable[[], int]  # the history's next ``_seq``: instructions stored from it on stay in place
+    boundary_reason: Callable[[], dict[str, Any]]  # why, when a refusal caused this boundary (refusal.py)
 
 
 def settings_for(budget: int | None, inputs: PassInputs) -> tuple[Protections, Goals]:
@@ -133,7 +134,9 @@ class Compaction:
         decisions._truncated_seqs |= plan.truncated - plan.removed
         decisions._stubbed_seqs |= plan.stubbed - plan.removed
         decisions._clipped_seqs.update(plan.clipped)
-        return await self._finalize(system, plan.messages, plan.level, before, budget, target, inputs, plan.yields)
+        return await self._finalize(
+            system, plan.messages, plan.level, before, budget, target, inputs, plan.yields, plan.unfit
+        )
 
     def plan(
         self,
@@ -164,8 +167,10 @@ class Compaction:
         target: int,
         inputs: PassInputs,
         yields: dict[str, int] | None = None,
+        unfit: int | None = None,
     ) -> list[Message]:
-        """Judge (clear-at-least), warn if over budget, record the level and stats, emit the event."""
+        """Judge (clear-at-least), warn if over budget (or, under it, when nothing valid fits the last
+        rung's goal: ``unfit``, floor.py), record the level and stats, emit the event."""
         knobs, decisions = inputs.knobs, inputs.decisions
         final = system + working
         final_tokens = inputs.counts.total(final)
@@ -177,8 +182,11 @@ class Compaction:
         if final_tokens > budget:
             system_tokens = system_tokens_as_stored(system, inputs)
             self.warn_over_budget(level, final_tokens, budget, system_tokens, target, inputs, working, yields)
-        if yields:
-            log_yields(yields, final_tokens, None if knobs.protect_in_tokens else input_limit(inputs.budget_reading))
+        forced_by = None if knobs.protect_in_tokens else input_limit(inputs.budget_reading)
+        if unfit is not None and final_tokens <= budget:
+            log_yields(yields or {}, final_tokens, forced_by, unfit)  # once: OVER BUDGET said it otherwise
+        elif yields and unfit is None:
+            log_yields(yields, final_tokens, forced_by)
         decisions._sticky_level = max(decisions._sticky_level, level)
         decisions._hoist_limit = inputs.next_seq()  # after a summary stored during the pass
         summary_mode = knobs.compaction_strategy == COMPACTION_STRATEGY_SUMMARY
@@ -197,6 +205,7 @@ class Compaction:
         )
         stats.update(inputs.ledger.stats(working, decisions, inputs.ledger_inputs))
         stats.update(yields or {})
+        stats.update(inputs.boundary_reason())  # why, when a refusal caused this boundary
         decisions._last_compaction_stats = stats
         await inputs.emit("context:compaction", dict(stats))
         return final

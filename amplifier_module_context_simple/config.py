@@ -43,6 +43,7 @@ from .config_keys import Knobs as Knobs
 from .config_values import _PAIRED as _PAIRED
 from .config_values import _VALIDATORS as _VALIDATORS
 from .config_values import NUMERIC_KEYS as NUMERIC_KEYS
+from .config_values import RUNS_ANY_VALUE as RUNS_ANY_VALUE
 from .config_values import _check_consistency as _check_consistency
 from .presets import preset_settings
 

@@ -1,4 +1,4 @@
-"""What every configuration check shares: value tests, the refusal, the once-per-process warning,
+"""What every configuration check shares: value tests, the refusal, the once-per-session warning,
 and the "did you mean" of a misspelled name."""
 
 from __future__ import annotations
@@ -26,32 +26,68 @@ def bad_value(key: str, value: Any, allowed: str) -> ValueError:
     return ValueError(f"context-simple: invalid {key}={value!r}; allowed: {allowed}")
 
 
-# One warning per distinct problem per process: amplifier-core mounts a module twice (once to validate
-# its config, once for real), sub-agent sessions mount it again, and a live assignment may repeat a
-# value. A text already said is not said again (bounded, so endless distinct values cannot grow it).
-_SAID: set[str] = set()
-_SAID_LIMIT = 4096
+# One warning per distinct problem per session, never per process: amplifier-core mounts a module twice
+# for one session (its validator mounts it on a mock coordinator with the same config object, then the
+# session mounts it), and a live assignment may repeat a value; a second session, or a second test, is
+# told again, as the original tells every mount. The scope is a set of texts already said: mount() takes
+# the one of its config object (session_warnings), a constructor without one opens its own.
+_SCOPE: contextvars.ContextVar[set[str] | None] = contextvars.ContextVar("context_simple_said", default=None)
+_SAID_LIMIT = 4096  # bounded, so endless distinct values cannot grow a scope
+# The scopes of the config objects mount() saw last, by identity (the object is kept, so its id is not
+# reused while it is listed); a few suffice: the two mounts of one session follow each other.
+_SESSIONS: dict[int, tuple[Any, set[str]]] = {}
+_SESSIONS_LIMIT = 64
 # Set while a caller collects the warnings instead (evaluation commands refuse a config that warns).
 _COLLECTING: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("context_simple_collect", default=None)
 
 
 def warn(message: str, *args: Any) -> None:
-    """One configuration warning, said once per process (see ``reset_warnings``)."""
+    """One configuration warning, said once per session (``warning_scope``); outside one, always."""
     text = "context-simple: " + (message % args if args else message)
     collected = _COLLECTING.get()
     if collected is not None:
         collected.append(text)
         return
-    if text in _SAID:
-        return
-    if len(_SAID) < _SAID_LIMIT:
-        _SAID.add(text)
+    said = _SCOPE.get()
+    if said is not None:
+        if text in said:
+            return
+        if len(said) < _SAID_LIMIT:
+            said.add(text)
     logger.warning("%s", text)
 
 
+def session_warnings(config: Any) -> set[str]:
+    """The scope of one session: the same config object (the validator's mount and the session's) shares
+    one set; another object, even an equal one, gets its own."""
+    if not config:
+        return set()  # nothing to warn about, nothing to share
+    entry = _SESSIONS.get(id(config))
+    if entry is not None and entry[0] is config:
+        return entry[1]
+    if len(_SESSIONS) >= _SESSIONS_LIMIT:
+        del _SESSIONS[next(iter(_SESSIONS))]  # the oldest
+    _SESSIONS[id(config)] = (config, set())
+    return _SESSIONS[id(config)][1]
+
+
+def current_scope() -> set[str] | None:
+    return _SCOPE.get()
+
+
+@contextlib.contextmanager
+def warning_scope(said: set[str]) -> Iterator[set[str]]:
+    """Say each configuration warning inside at most once into ``said``."""
+    token = _SCOPE.set(said)
+    try:
+        yield said
+    finally:
+        _SCOPE.reset(token)
+
+
 def reset_warnings() -> None:
-    """Forget which configuration warnings were said, so each is said again (tests use this)."""
-    _SAID.clear()
+    """Forget the sessions' scopes (tests use this; a new session or manager starts fresh anyway)."""
+    _SESSIONS.clear()
 
 
 @contextlib.contextmanager

@@ -8,9 +8,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .config_base import bad_value as _bad
+from .config_base import collected_warnings as collected_warnings  # re-exported: config is the public place
 from .config_base import is_int as _is_int
 from .config_base import is_number as _is_number
-from .config_base import warn
+from .config_base import reset_warnings as reset_warnings
+from .config_base import warn as warn
+from .config_hints import how_to_write_tokens, percent_hint
 from .config_keys import (
     COMPACTION_STRATEGIES,
     COMPACTION_STRATEGY_PROGRESSIVE,
@@ -72,15 +75,6 @@ def _numeric(check: Callable[[str, Any], Any]) -> Callable[[str, Any], Any]:
     return read
 
 
-def _int_at_least(low: int) -> Callable[[str, Any], int]:
-    def check(key: str, value: Any) -> int:
-        if not _is_int(value) or value < low:
-            raise _bad(key, value, f"an integer >= {low}")
-        return value
-
-    return check
-
-
 def _int_clamped(low: int, meaning: str) -> Callable[[str, Any], int]:
     """An integer; below ``low`` the original ran as ``low`` (``meaning`` says what that does)."""
 
@@ -96,12 +90,13 @@ def _int_clamped(low: int, meaning: str) -> Callable[[str, Any], int]:
 
 
 def _max_tokens(key: str, value: Any) -> int | None:
-    """None (today's original: no cap) or a number of tokens >= 1; anything else runs uncapped, warned."""
+    """None (no cap) or a number of tokens >= 1; anything else runs with no limit, as today's original
+    runs it, warned with how to write it."""
     if value is None or isinstance(value, DefaultTokens):
         return value
     if _is_number(value) and value >= 1:
         return int(value)
-    warn("%s=%r is not a number of tokens >= 1; running with no cap (as today's original)", key, value)
+    warn("%s=%r %s; running with no limit for now", key, value, how_to_write_tokens(value, "or null for no limit"))
     return None
 
 
@@ -111,7 +106,7 @@ def _fallback_tokens(key: str, value: Any) -> int:
         return value
     if _is_number(value) and value >= 1:
         return int(value)
-    warn("%s=%r is not a number of tokens >= 1; using %d", key, value, UNSET_MAX_TOKENS)
+    warn("%s=%r %s; using %d for now", key, value, how_to_write_tokens(value, ""), UNSET_MAX_TOKENS)
     return UNSET_MAX_TOKENS
 
 
@@ -137,26 +132,35 @@ def _result_bytes(key: str, value: Any) -> int | None:
 
 
 def _fraction(low_open: bool, high: float = 1.0, effect: str = "") -> Callable[[str, Any], float]:
-    """A finite number; outside its documented range it still runs as in the original, with a warning."""
+    """A finite number; outside its documented range it still runs as in the original, with one warning
+    (a percentage such as 50 asks "did you mean 0.5?")."""
 
     def check(key: str, value: Any) -> float:
         bound = "(0" if low_open else "[0"
         if not _is_number(value):
-            raise _bad(key, value, f"a finite number (documented range {bound}, {high}])")
+            raise _bad(key, value, f"a finite number (documented range {bound}, {high:g}])")
         inside = (value > 0 if low_open else value >= 0) and value <= high
         if not inside:
-            warn("%s=%r is outside %s, %s]; used as given%s", key, value, bound, high, effect and f" ({effect})")
-        return float(value)
+            hint = percent_hint(value)
+            warn(
+                "%s=%r is outside %s, %g]%s; used as given%s", key, value, bound, high, hint, effect and f" ({effect})"
+            )
+        return value if _is_int(value) else float(value)  # as written: the constructor's check says the same
 
     return check
 
 
-def _strict_fraction(high: float) -> Callable[[str, Any], float]:
-    """A key of this module only (no original accepted other values): [0, high] or ValueError."""
+def _own_fraction(high: float) -> Callable[[str, Any], float]:
+    """A share of this module's own (no original has it): the one rule of every key, a wrong type
+    raises and a number outside [0, high] warns and runs at the nearest end of the range."""
 
     def check(key: str, value: Any) -> float:
-        if not (_is_number(value) and 0 <= value <= high):
-            raise _bad(key, value, f"a number in [0, {high}]")
+        if not _is_number(value):
+            raise _bad(key, value, f"a number in [0, {high:g}]")
+        if not 0 <= value <= high:
+            used = min(high, max(0.0, float(value)))
+            warn("%s=%r is outside [0, %g]%s; using %g", key, value, high, percent_hint(value), used)
+            return used
         return float(value)
 
     return check
@@ -196,8 +200,12 @@ def _max_skips(key: str, value: Any) -> int:
 
 
 def _timeout(key: str, value: Any) -> float:
-    if not _is_number(value) or value <= 0:
+    if not _is_number(value):
         raise _bad(key, value, "a number of seconds > 0")
+    if value <= 0:  # the original runs it: every summary call times out at once and falls back
+        warn(
+            "%s=%r is not > 0; every summary call times out at once (write a number of seconds such as 30)", key, value
+        )
     return float(value)
 
 
@@ -260,6 +268,9 @@ def _absorb_floor(key: str, value: Any) -> int | float:
         return 0  # 0.0 is the same "off" as 0
     if _is_int(value) and value >= 1:
         return value
+    if _is_number(value) and value < 0:
+        warn("%s=%r is below 0; using 0 (off)", key, value)
+        return 0
     raise _bad(key, value, "0 (off), an integer of tokens >= 1, or a fraction of the budget in (0, 1)")
 
 
@@ -270,11 +281,17 @@ def _max_messages(key: str, value: Any) -> Any:
     return value
 
 
+_THRESHOLD_EFFECT = "at or below 0 every request compacts, above 1 compaction never starts"
+_TARGET_EFFECT = "compaction cuts down to this share of the budget; above 1 it cuts almost nothing"
 _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "auto_compact": auto_compact,
     "max_tokens": _max_tokens,
-    "compact_threshold": _fraction(low_open=True, effect="at or below 0 every request compacts, above 1 none fits"),
-    "target_usage": _fraction(low_open=True, effect="the ladder cuts down to this share of the budget"),
+    "compact_threshold": _fraction(
+        low_open=True, effect="at or below 0 every request compacts, above 1 compaction never starts"
+    ),
+    "target_usage": _fraction(
+        low_open=True, effect="compaction cuts down to this share of the budget; above 1 it cuts almost nothing"
+    ),
     "protected_recent": _protected_share,
     "protected_tool_results": _int_clamped(0, "no tool result is protected from truncation"),
     "truncate_chars": _int_clamped(0, "a truncated result keeps no characters of its head"),
@@ -294,7 +311,7 @@ _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "summarization_prompt_path": optional_text,
     "summarization_timeout_s": _timeout,
     "summary_rearm_below": _optional_fraction,
-    "summary_cooldown_requests": _int_at_least(0),
+    "summary_cooldown_requests": _int_clamped(0, "no cooldown"),
     "summary_min_absorb_tokens": _absorb_floor,
     "tool_result_budget_tokens": _tool_budget,
     "tool_result_shape": choice(TOOL_RESULT_SHAPES, TOOL_RESULT_SHAPE_HEAD, "tool_result_shape"),
@@ -305,13 +322,26 @@ _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "max_messages": _max_messages,
     "max_tokens_fallback": _fallback_tokens,
     "max_tool_result_bytes": _result_bytes,
-    "evidence_ledger_share": _strict_fraction(high=0.9),
+    "evidence_ledger_share": _own_fraction(high=0.9),
     "evidence_ledger_segments": boolean,
     "recall_tool": boolean,
-    "user_words_share": _strict_fraction(high=0.9),
+    "user_words_share": _own_fraction(high=0.9),
     "protect_in_tokens": boolean,
     "preset": preset_name,
 }
+# The one rule of every key (README, docs/configuration-checks.md): a value of the right type outside
+# its range warns and runs (as the original runs it, or at the nearest end of the range for this module's
+# own keys); a wrong type or a non-finite number raises, except for these keys, whose every value the
+# original (or today's original) runs with: there a wrong type warns and runs the key's fallback.
+RUNS_ANY_VALUE = (
+    "max_tokens",
+    "max_tokens_fallback",
+    "max_tool_result_bytes",
+    "compact_clear_at_least",
+    "tool_result_budget_tokens",
+    "tool_result_budget_by_tool",
+    "max_messages",
+)
 # One rule for every numeric key: a number written as a string is that number (with a warning).
 NUMERIC_KEYS = (
     "max_tokens",
@@ -343,7 +373,8 @@ _VALIDATORS.update({key: _numeric(_VALIDATORS[key]) for key in NUMERIC_KEYS})
 def _check_consistency(options: Mapping[str, Any]) -> None:
     """Name combinations no single key shows; the original accepts them, and so does this module."""
     threshold, target = options.get("compact_threshold"), options.get("target_usage")
-    if threshold is not None and target is not None and target >= threshold:
+    # A share above 1 was named by its own warning ("did you mean 0.5?"): one line, not two.
+    if threshold is not None and target is not None and target >= threshold and target <= 1:
         # Tests of the original rely on it (0.5/0.5 forces a compaction on every request over 0.5).
         warn(
             "compact_threshold %r <= target_usage %r: every request over the threshold compacts, and a "

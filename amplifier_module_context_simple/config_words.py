@@ -4,6 +4,7 @@ closest, and the key's fallback runs), paths, the token counter and the preset."
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -112,8 +113,14 @@ def spill_dir(key: str, value: Any) -> str | None:
     if not text:  # an unset environment variable, typically: no spill, as the default
         warn("%s=%r is empty; read as null (no spill files)", key, value)
         return None
-    # Resolved once, here: the pointers given to the model must not follow later chdir() calls.
-    return os.path.abspath(text)
+    # "~" and $VARIABLES as a shell reads them ("~/spill" made a folder literally named "~"); resolved
+    # once, here: the pointers given to the model must not follow later chdir() calls.
+    expanded = os.path.expandvars(os.path.expanduser(text))
+    if re.search(r"\$\{?[A-Za-z_]", expanded):
+        warn("%s=%r names an environment variable that is not set; used as written", key, value)
+    if re.search(r"<[^<>/]+>", expanded):
+        warn("%s=%r contains a placeholder (<...>): replace it with a real folder; used as written", key, value)
+    return os.path.abspath(expanded)
 
 
 _COUNTER_PROBE = {"role": "user", "content": "token counter probe"}

@@ -15,4 +15,5 @@ FAULT_KEYS = (
     "evidence_failures",
     "recall_failures",
     "restore_summaries_dropped",
+    "refusal_failures",
 )

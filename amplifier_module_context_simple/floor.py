@@ -11,13 +11,17 @@ yield one after the other, each only as far as the goal needs:
 3. **user words**: the user messages ``user_words_share`` kept are stubbed (removed when they hold an
    image, which a stub would drop), and the first user message is stubbed as level 8 stubs it;
 4. **older user messages** are removed oldest first: stubs, short ones and those kept whole;
-5. **the newest tool group**: its results are clipped to head and tail, sharing the room left.
+5. **the newest tool group**: its results are clipped to head and tail, sharing the room left (a clip an
+   earlier boundary made shrinks when the room left for it did; it never grows).
 
 The true floor, which nothing here touches: the instructions, the task (the first user message, stubbed
-when long), the turn's prompt and every user message after it, the newest tool group (clipped to
+when long), the turn's prompt and its steering messages, the newest tool group (clipped to
 ``MIN_CLIP_TOKENS`` a result), the messages that loaded tools, calls still in flight, and what no rewrite
-shortens (results of exempt tools, non-text results). When even the floor exceeds every goal nothing
-yields (the request cannot fit; the warning names the floor's largest part, :func:`floor_parts`).
+shortens (results of exempt tools, non-text results: counted whole). When even the floor exceeds every
+goal nothing valid fits, and the user's words (3, 4) never yield for nothing: towards the provider's input
+limit only 1, 2 and 5 do (its goal keeps a margin: a floor a little over it may be under the limit itself),
+and one warning says the view may be refused; over the budget alone nothing yields. The warning names the
+floor's largest part (:func:`describe_floor`).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from .calls import wrapped_output
-from .estimate import IMAGE_BLOCK_TYPES
+from .estimate import IMAGE_BLOCK_TYPES, seq_of
 from .instructions import is_instruction
 from .ladder import LadderOps, Protections, _Run, kept_whole, newest_group, pinned_indices
 from .ledger import is_ledger
@@ -95,15 +99,21 @@ def floor_tokens(run: _Run, system_tokens: int, clip: bool = True) -> int:
         message = run.messages[index]
         if index == first_user and run._stubbable(message):
             total += run.ops.count(run.ops.stub(message))
-        elif clip and index in newest and _clippable(message):
+        elif clip and index in newest and _clippable(run, message):
             total += min(run.ops.count(message), MIN_CLIP_TOKENS + CLIP_HEADER_TOKENS)
         else:
             total += run.ops.count(message)
     return total
 
 
-def _clippable(message: Message) -> bool:
-    return message.get("role") == "tool" and isinstance(message.get("content"), str) and not message.get("_truncated")
+def _clippable(run: _Run, message: Message) -> bool:
+    """A text result the clip can shorten: whole, or clipped by an earlier boundary (the room left for it
+    may have shrunk since: the turn's users grew, or the answer that made it history was removed)."""
+    if run.ops.clip is None or message.get("role") != "tool" or not isinstance(message.get("content"), str):
+        return False
+    if run.ops.exempt is not None and run.ops.exempt(message):
+        return False  # the clip leaves an exempt tool's result whole: it is floor as it stands
+    return not message.get("_truncated") or seq_of(message) in run.ops.clipped
 
 
 @dataclass(frozen=True)
@@ -113,6 +123,7 @@ class Goals:
     must: tuple[int, ...] = ()  # every yield, the newest group's clip last: the input limit, the budget
     whole: int | None = None  # every yield but the clip: the view ends under the trigger (protect_in_tokens)
     room: int | None = None  # only what the model has read: room for the next typical result
+    limit: int | None = None  # the provider's input limit, of ``must``: past it the view is refused
 
 
 def floor_settings(
@@ -122,11 +133,11 @@ def floor_settings(
     body it takes) when known; with token protections also the budget, a view under the trigger, and room
     under it for the next typical result (``typical()``, read only then)."""
     if not in_tokens:
-        return Protections(), Goals(must=() if limit is None else (limit,))
+        return Protections(), Goals(must=() if limit is None else (limit,), limit=limit)
     trigger = math.ceil(budget * threshold) - 1  # the largest view the trigger lets through
     must = (budget,) if limit is None else (limit, budget)
     room = trigger - typical() - ROOM_SLACK_TOKENS
-    return Protections(budget), Goals(must=must, whole=min(trigger, budget), room=room)
+    return Protections(budget), Goals(must=must, whole=min(trigger, budget), room=room, limit=limit)
 
 
 def yield_floor(run: _Run, system_tokens: int, goals: Goals) -> dict[str, int]:
@@ -137,15 +148,23 @@ def yield_floor(run: _Run, system_tokens: int, goals: Goals) -> dict[str, int]:
     fits (the evidence ledger never takes the view past it; room and the trigger are wishes, the ledger's
     lines are evidence)."""
     yields = Yields()
-    must = min((goal for goal in goals.must if goal >= floor_tokens(run, system_tokens)), default=None)
+    floor = floor_tokens(run, system_tokens)
+    must = min((goal for goal in goals.must if goal >= floor), default=None)
     whole = goals.whole
     if whole is not None and whole < floor_tokens(run, system_tokens, clip=False):
         whole = None  # out of reach without clipping what the model is about to read
-    phases = (
+    phases = [
         (goals.room, (_truncate_protected, _shrink_recent, _remove_older_images)),
         (whole, (_truncate_protected, _shrink_recent, _release_user_words, _remove_older_users)),
         (must, (_truncate_protected, _shrink_recent, _release_user_words, _remove_older_users, _clip_newest)),
-    )
+    ]
+    if must is None and goals.limit is not None:
+        # Nothing valid fits the provider's limit: the user's words would be given up for nothing, and stay.
+        # What is not theirs still yields towards it: the goal keeps a margin, so a floor a little over it
+        # may well be under the limit itself (the manager says so, once: log_yields). Over the budget
+        # alone nothing yields, as before: a view over it is not refused.
+        run.plan.unfit = goals.limit
+        phases.append((goals.limit, (_truncate_protected, _shrink_recent, _clip_newest)))
     for goal, steps in phases:
         if goal is None:
             continue
@@ -155,6 +174,8 @@ def yield_floor(run: _Run, system_tokens: int, goals: Goals) -> dict[str, int]:
                 break
             step(run, yields)
     run.plan.goal = min((goal for goal in goals.must if run.total <= goal), default=None)
+    if run.plan.unfit is not None and run.total <= run.plan.unfit:
+        run.plan.unfit = None  # the floor's count was an upper bound: the yields fit after all
     return yields.stats()
 
 
@@ -234,7 +255,7 @@ def _remove_older_users(run: _Run, yields: Yields) -> None:
 
 def _clip_newest(run: _Run, yields: Yields) -> None:
     """Clip the newest group's results to head and tail, each to an equal share of the room left."""
-    results = [i for i in newest_group(run.messages) if _clippable(run.messages[i])]
+    results = [i for i in newest_group(run.messages) if _clippable(run, run.messages[i])]
     if run.ops.clip is None or not results:
         return
     sizes = {i: run.ops.count(run.messages[i]) for i in results}
@@ -367,13 +388,25 @@ def typical_result(stored: list[Message], count: Callable[[Message], int], last:
     return sum(sizes) // len(sizes) if sizes else 0
 
 
-def log_yields(stats: dict[str, int], final_tokens: int, forced_by: int | None) -> None:
+def log_yields(stats: dict[str, int], final_tokens: int, forced_by: int | None, unfit: int | None = None) -> None:
     """Say what the last rung gave up: a warning when the provider's input limit (``forced_by``) forced
-    it, else (token protections working to the budget or to room) an info line."""
+    it, else (token protections working to the budget or to room) an info line. With ``unfit`` (the goal
+    the true floor is over) a warning that nothing valid fits, and that the user's words were kept."""
+    goal = f"the provider's input limit of {forced_by:,} tokens" if forced_by is not None else "the budget"
+    if unfit is not None:
+        logger.warning(
+            "context-simple: nothing valid fits %s: what no protection may give up is over the goal of %s "
+            "tokens; the user's words are kept and the view (%s tokens) may be refused%s",
+            goal,
+            f"{unfit:,}",
+            f"{final_tokens:,}",
+            f"; yielded: {yields_text(stats)}" if stats else "",
+        )
+        return
     logger.log(
         logging.WARNING if forced_by is not None else logging.INFO,
         "context-simple: the protections yielded to fit %s (view now %s tokens): %s",
-        f"the provider's input limit of {forced_by:,} tokens" if forced_by is not None else "the budget",
+        goal,
         f"{final_tokens:,}",
         yields_text(stats),
     )

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .validation import plain_message, warn_unknown_blocks
+from .view_markers import warn_if_view
 from .wire_copy import Guard, history_list, stored_copy
 
 logger = logging.getLogger("amplifier_module_context_simple")
@@ -49,12 +50,14 @@ class History:
         self.messages.append(stored)
         return stored
 
-    def replace(self, messages: Any) -> None:
-        """``set_messages``: every message is checked first (TypeError or ValueError, nothing changed)."""
+    def replace(self, messages: Any, told: set[str]) -> None:
+        """``set_messages``: every message is checked first (TypeError or ValueError, nothing changed); a
+        view given instead of the history is warned about once (``told``, view_markers.py)."""
         if not isinstance(messages, list):
             raise TypeError(f"context-simple: set_messages expects a list, got {type(messages).__name__}")
         plain = [plain_message(message, where=f"message {index}") for index, message in enumerate(messages)]
         warn_unknown_blocks(plain, self.warned_block_types)
+        warn_if_view(plain, told)
         self.reset(plain)
 
     def store(self, message: Message) -> None:

@@ -3,8 +3,8 @@
 Each level does a little more damage than the one before and the ladder stops as soon as the
 view fits the target. It returns new messages and the sequence numbers it decided to truncate,
 remove or stub; the manager records those as sticky decisions. Protected, always: the first real user
-message (it may be stubbed at level 8, never removed), the current turn's prompt and every user message
-after it (steering included: :func:`replay.turn_prompt_index`), the most recent
+message (it may be stubbed at level 8, never removed), the current turn's prompt and its steering
+messages while they fit the target (:func:`replay.turn_prompt_index`), the most recent
 ``protected_recent`` fraction of messages, the last ``protected_tool_results`` tool results, the
 messages that loaded tools and the newest persisted reminder (:func:`pinned_indices`), and every
 tool group as one unit.
@@ -17,7 +17,7 @@ it last).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,6 +47,10 @@ class LadderOps:
     turn_start: int | None = None
     # The last rung's clip of a result to about ``tokens`` (head and tail); None: nothing is clipped.
     clip: Callable[[Message, int], Message] | None = None
+    # ``_seq`` of the results an earlier boundary's last rung clipped: the clip may shrink (never grow).
+    clipped: Container[int] = frozenset()
+    # A result no rewrite shortens (an exempt tool's): the clip leaves it whole, so the floor counts it whole.
+    exempt: Callable[[Message], bool] | None = None
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,7 @@ class LadderPlan:
     clipped: dict[int, int] = field(default_factory=dict)  # the newest group's results cut to tokens (floor.py)
     yields: dict[str, int] = field(default_factory=dict)  # what the last rung yielded (floor.Yields.stats)
     goal: int | None = None  # the total the last rung worked to (floor.py), when it ran
+    unfit: int | None = None  # the smallest goal the true floor is over (floor.py): nothing valid fits it
 
 
 THINKING_BLOCKS = ("thinking", "redacted_thinking")
@@ -115,9 +120,11 @@ def pinned_indices(messages: list[Message]) -> set[int]:
 def newest_group(messages: list[Message]) -> tuple[int, ...]:
     """Indices of the newest tool group (its calls and results) while the model has not answered it yet,
     or () when there is none: once an assistant message follows it (the turn went on or ended), the model
-    has read its results, and they are history like any other group."""
+    has read its results, and they are history like any other group. A hook's injection of the assistant
+    role (loop-basic stores a ``tool:post`` hook's inside the group; repair moves it after the results) is
+    no answer: the group stays the newest."""
     for index in range(len(messages) - 1, -1, -1):
-        if messages[index].get("role") != "assistant":
+        if messages[index].get("role") != "assistant" or is_hook_injection(messages[index]):
             continue
         if not has_tool_calls(messages[index]):
             return ()  # the newest assistant message answered whatever came before it
@@ -216,8 +223,21 @@ class _Run:
         start = self.ops.turn_start
         if start is None:
             prompt = turn_prompt_index(self.messages, self.ops.is_real_user)
-            return users[0], {i for i in users if prompt is not None and i >= prompt}
-        return users[0], {i for i in users if _from(self.messages[i], start)} | {users[-1]}
+            turn = {i for i in users if prompt is not None and i >= prompt}
+        else:
+            turn = {i for i in users if _from(self.messages[i], start)} | {users[-1]}
+        return users[0], self._turn_within_target(turn, users[-1])
+
+    def _turn_within_target(self, turn: set[int], newest: int) -> set[int]:
+        """The turn's user messages while together they fit the target, else the newest alone: a user message
+        after a tool round may be a new prompt after a turn that never got its answer (a crash) rather than
+        a steer, so an unanswered turn's earlier words (a long paste) cannot stay protected whatever their
+        size. ``target`` 0 (describe_floor's run) sets no bound."""
+        if len(turn) < 2 or self.target <= 0:
+            return turn
+        if sum(self.ops.count(self.messages[i]) for i in turn) <= self.target:
+            return turn
+        return {newest}
 
     def truncate_wave(self, indices: list[int], protected: set[int]) -> None:
         for index in indices:

@@ -11,8 +11,9 @@ and re-sent with the same bytes until the next one (the manager keeps its text a
 
 from __future__ import annotations
 
+import heapq
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from typing import Any
 
 from . import envelope
@@ -182,10 +183,11 @@ def select_in_turn(tiers: list[tuple[list[tuple[Line, ...]], int]], known: set[s
         left = room - sum(_line_cost(line) for _position, line in chosen)
         if left <= 0:
             break
-        sources = [tuple(line for line in lines if line[0] not in taken) for lines in sources]
-        picked = _choose(sources, known, min(cap, left))
-        taken.update(line for _position, line in picked)
-        known.update(token for lines in sources for line in lines if line[0] in taken for token in line[1])
+        picked = _choose(sources, known, min(cap, left), taken)
+        newly = {line for _position, line in picked}
+        if newly:  # every occurrence's identifiers (a call line and a text line may read one string apart)
+            known.update(token for lines in sources for line in lines if line[0] in newly for token in line[1])
+        taken |= newly
         chosen += picked
     return [line for _position, line in sorted(chosen)]
 
@@ -195,29 +197,46 @@ def _line_cost(line: str) -> int:
     return len(line) // et.CHARS_PER_TOKEN + 1
 
 
-def _choose(sources: list[tuple[Line, ...]], known: set[str], budget_tokens: int) -> list[tuple[int, str]]:
-    """(message position, line) of the lines :func:`select` keeps, in the order they were ranked."""
-    candidates = []
+def _choose(
+    sources: list[tuple[Line, ...]], known: set[str], budget_tokens: int, taken: Container[str] = ()
+) -> list[tuple[int, str]]:
+    """(message position, line) of the lines :func:`select` keeps, in the order they were ranked: by score
+    (identifiers not in ``known``, plus a priority bonus, weighted toward later messages, per token of line),
+    the later message, then the line; greedily while the budget lasts. Lines in ``taken`` are left out.
+
+    The ranking is lazy, so a boundary's work follows the room, not the removed history: every line enters a
+    heap under the score it would have if none of its identifiers were known (a bound, computed without set
+    work); a popped bound is scored exactly and pushed back, and a popped exact score is the next line of the
+    full ranking (no bound left in the heap can beat it). The same lines, in the same order, as ranking all."""
+    heap: list[tuple[float, int, str, bool, frozenset[str], int, float]] = []
     seen: set[str] = set()
     for position, lines in enumerate(sources):
         recency = 1 + position / max(1, len(sources))
         for line, all_tokens, priority, _call in lines:
-            if line in seen or len(line) > budget_tokens * et.CHARS_PER_TOKEN:
+            if line in seen or line in taken or len(line) > budget_tokens * et.CHARS_PER_TOKEN:
                 continue
             seen.add(line)
-            tokens = all_tokens - known
             bonus = et.PRIORITY_BONUS if priority else 0
-            if tokens or bonus:
-                candidates.append(((len(tokens) + bonus) * recency / _line_cost(line), position, line, tokens, bonus))
-    candidates.sort(key=lambda c: (-c[0], -c[1], c[2]))
+            if all_tokens or bonus:
+                bound = (len(all_tokens) + bonus) * recency / _line_cost(line)
+                heap.append((-bound, -position, line, False, all_tokens, bonus, recency))
+    heapq.heapify(heap)
     chosen: list[tuple[int, str]] = []
     covered: set[str] = set()
     left = budget_tokens
-    for _score, position, line, tokens, bonus in candidates:
+    while heap and left > 0:  # a line costs at least 1: with nothing left, nothing more is chosen
+        entry = heapq.heappop(heap)
+        _key, negative_position, line, exact, tokens, bonus, recency = entry
+        if not exact:
+            tokens = tokens - known
+            if tokens or bonus:  # else no candidate at all
+                score = (len(tokens) + bonus) * recency / _line_cost(line)
+                heapq.heappush(heap, (-score, negative_position, line, True, tokens, bonus, recency))
+            continue
         cost = _line_cost(line)
         if cost > left or not (tokens - covered or bonus):
             continue
-        chosen.append((position, line))
+        chosen.append((-negative_position, line))
         covered |= tokens
         left -= cost
     return chosen

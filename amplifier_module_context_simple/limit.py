@@ -12,7 +12,8 @@ never sees (tool schemas, a host's reminders). :class:`ProviderCount` predicts t
 the readings of the views sent before (``llm:response`` usage, recorded in every meter mode):
 ``offset + rate * count``, the rate the readings' median ratio, the offset the largest any reading needs on
 top, so a fixed amount (schemas) and a tokenizer that counts more than the module (code, numbers) are both
-covered. With no reading yet (a session's first request, a resumed one), the provider is taken to count
+covered; a single reading far over what the others predict is set aside (:func:`set_aside`). With no
+reading yet (a session's first request, a resumed one), the provider is taken to count
 ``PRIOR_RATE`` times the module plus ``PRIOR_OFFSET``: under Amplifier's orchestrators the module's
 four-characters-a-token estimate ran 1.15-1.3x low on dense views and the host added 540-800 tokens
 (tool schemas, reminders) the module never sees. A view must stay
@@ -33,6 +34,8 @@ MIN_RATE = 0.5
 MIN_READING = 1_000  # a smaller view's reading says more about fixed overheads than about a rate
 PRIOR_RATE = 1.25  # before any reading: the provider's tokenizer counts a quarter more than the module
 PRIOR_OFFSET = 800  # and the host sends this much the module never sees
+OUTLIER_FACTOR = 2.0  # a reading this far over what the others predict is of another request's content
+OUTLIER_QUORUM = 2  # the other readings an outlier is judged against
 
 
 def input_limit(reading: Any) -> int | None:
@@ -67,12 +70,10 @@ class ProviderCount:
     def fit(self) -> tuple[float, int]:
         """(rate, offset): the provider counts about ``offset + rate * count`` for a view the module counts
         ``count``. The rate is the readings' median ratio; the offset is the largest any reading needs on top
-        of it (tool schemas, a host's reminders), so every reading is covered."""
-        if not self.readings:
-            return PRIOR_RATE, PRIOR_OFFSET
-        ratios = sorted(measured / counted for counted, measured in self.readings)
-        rate = min(MAX_RATE, max(MIN_RATE, ratios[len(ratios) // 2]))
-        return rate, max(int(measured - rate * counted) for counted, measured in self.readings)
+        of it (tool schemas, a host's reminders), so every reading is covered, but for a single outlier
+        (:func:`set_aside`)."""
+        readings = set_aside(list(self.readings))
+        return _fit(readings) if readings else (PRIOR_RATE, PRIOR_OFFSET)
 
     def saved(self) -> dict[str, Any]:
         """The readings as ``snapshot_state`` keeps them: a resumed session predicts as the original did."""
@@ -86,6 +87,27 @@ class ProviderCount:
         """The largest module count whose predicted provider count stays within ``ceiling``."""
         rate, offset = self.fit()
         return int((ceiling - offset) / rate)
+
+
+def _fit(readings: list[tuple[int, int]]) -> tuple[float, int]:
+    ratios = sorted(measured / counted for counted, measured in readings)
+    rate = min(MAX_RATE, max(MIN_RATE, ratios[len(ratios) // 2]))
+    return rate, max(int(measured - rate * counted) for counted, measured in readings)
+
+
+def set_aside(readings: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The readings without a single outlier: one that counts over ``OUTLIER_FACTOR`` times what the fit of
+    the others (at least ``OUTLIER_QUORUM`` of them) predicts for its view, as a provider that counted its
+    server-side tools as input once would report; its offset would make every later request a boundary.
+    Two such readings mask each other and both stay: a repeated reading far above is no outlier."""
+    if len(readings) <= OUTLIER_QUORUM:
+        return readings
+    far = []
+    for index, (counted, measured) in enumerate(readings):
+        rate, offset = _fit(readings[:index] + readings[index + 1 :])
+        if measured > OUTLIER_FACTOR * (offset + rate * counted):
+            far.append(index)
+    return readings if len(far) != 1 else readings[: far[0]] + readings[far[0] + 1 :]
 
 
 def _positive(value: Any) -> bool:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .config import _PAIRED, _VALIDATORS, DEFAULTS, _check_consistency, normalize_options, unknown_keyword_error
-from .config_base import closest_name, warn
+from .config_base import closest_name, current_scope, warn, warning_scope
 from .config_words import checked_preset
 from .presets import preset_settings
 from .spill import spill_dir_problem
@@ -55,6 +55,10 @@ class _LiveOption:
         self.key = key
 
     def __set__(self, owner: Any, value: Any) -> None:  # no __get__: reads come from the instance dict
+        with warning_scope(owner.__dict__.setdefault("_said_warnings", set())):  # said once per manager
+            self._set(owner, value)
+
+    def _set(self, owner: Any, value: Any) -> None:
         value = _VALIDATORS[self.key](self.key, value)
         current = owner.__dict__
         explicit = current.setdefault("_explicit_keys", set())
@@ -90,11 +94,13 @@ class LiveOptions:
         if name[0] != "_" and name not in self.__dict__ and not hasattr(type(self), name):
             close = closest_name(name, _VALIDATORS, 0.8)
             if close and name != "messages":
-                warn(
-                    "%s is not a configuration key (did you mean %s?); the assignment sets an attribute nothing reads",
-                    name,
-                    close,
-                )
+                with warning_scope(self.__dict__.setdefault("_said_warnings", set())):
+                    warn(
+                        "%s is not a configuration key (did you mean %s?); "
+                        "the assignment sets an attribute nothing reads",
+                        name,
+                        close,
+                    )
         object.__setattr__(self, name, value)
 
     def _apply_options(self, options: Mapping[str, Any]) -> None:
@@ -131,4 +137,12 @@ def apply_preset(init: Callable[..., None]) -> Callable[..., None]:
         self.__dict__["_explicit_keys"] = set(given) - {"self", "hooks", "preset"}
         init(self, *args, **kwargs)
 
-    return wrapper
+    @functools.wraps(init)
+    def scoped(self: Any, *args: Any, **kwargs: Any) -> None:
+        # One session's warnings: mount()'s scope if it opened one, else this manager's own (config_base).
+        said = current_scope()
+        self.__dict__["_said_warnings"] = said if said is not None else set()
+        with warning_scope(self.__dict__["_said_warnings"]):
+            wrapper(self, *args, **kwargs)
+
+    return scoped

@@ -15,27 +15,31 @@ from typing import Any
 
 from .budget import Budget, effective_budget
 from .caller_names import install_caller_names
-from .compaction import Compaction, PassInputs
-from .config import COMPACTION_STRATEGY_SUMMARY, DEFAULTS, Knobs, check_token_budget
+from .compaction import Compaction
+from .config import COMPACTION_STRATEGY_SUMMARY, DEFAULTS, check_token_budget
 from .decisions import Decisions, HistoryReplaced, install, restarts_when_replaced
 from .estimate import CountCache
-from .evidence import EvidenceLedger, LedgerInputs
+from .evidence import EvidenceLedger
 from .faults import FAULT_KEYS as FAULT_KEYS
 from .history import History
+from .hook_emit import emit_event
 from .ingress import IngressClipper
 from .limit import InputLimit
 from .live_options import LiveOptions, apply_preset
 from .notice import notice_message
-from .recall import RecallSource, view_gaps
+from .recall import RecallTool
+from .recall_direct import RecallInputs, view_gaps, warn_if_not_taken
 from .recall_search import MessageTexts
+from .refusal import RefusalLimit
 from .repair_mirror import RepairMirror, repair_working
 from .state import FIELDS, adopt_snapshot, build_snapshot, validate_snapshot
-from .summary import Summary, SummaryInputs
+from .state_config import warn_config_differs
+from .summary import Summary
 from .system_prompt import kept_with_factory, read_prompt
 from .token_meter import TokenMeter
 from .tool_pairs import in_flight_start
-from .tool_results import ResultInputs, ToolResults, ToolResultSettings, budget_counter
-from .view_cache import CONFIG_KEYS, ViewCache, ViewInputs
+from .tool_results import ToolResults
+from .view_cache import CONFIG_KEYS, ViewCache
 
 logger = logging.getLogger("amplifier_module_context_simple")
 
@@ -103,6 +107,7 @@ class SimpleContextManager(LiveOptions):
         self._meter = TokenMeter()  # usage readings and the meter's stats (token_meter.py)
         self._budget = Budget()  # this request's budget and the last one reported (budget.py)
         self._input_limit = InputLimit()  # the provider's input limit and its readings (limit.py)
+        self._refusal = RefusalLimit()  # what the provider's refusals for length taught (refusal.py)
         self._tool_results = ToolResults()  # truncation, stubs, spill, tool names (tool_results.py)
         self._evidence = EvidenceLedger()  # the evidence ledger's readings and messages (evidence.py)
         self._summary = Summary()  # the summary strategy's call and fork state (summary.py)
@@ -114,6 +119,7 @@ class SimpleContextManager(LiveOptions):
         if self.max_messages is not None:
             logger.info("context-simple: max_messages is accepted and ignored (token budgets govern views)")
         self._hooks = hooks
+        self._told_once: set[str] = set()  # problems told once per manager (hook_emit.py, view_markers.py)
         self._system_prompt_factory: Callable[[], Awaitable[str]] | None = None
         self._last_good_system_prompt: str | None = None
         self._fault_counts: Counter[str] = Counter()
@@ -165,7 +171,7 @@ class SimpleContextManager(LiveOptions):
 
     async def set_messages(self, messages: list[Message]) -> None:
         """Replace the history (session resume): re-stamp ``_seq`` 0..N-1 and forget all decisions."""
-        self._history.replace(messages)
+        self._history.replace(messages, self._told_once)
         self._forget_history()
         self._meter.measurement_stale = True  # the reading (kept, as in the original) measured another history
 
@@ -175,6 +181,7 @@ class SimpleContextManager(LiveOptions):
         self._tool_results.spilled_paths = set()
         self._meter.forget()
         self._input_limit = InputLimit()
+        self._refusal = RefusalLimit()
         self._forget_history()
 
     async def set_system_prompt_factory(self, factory: Callable[[], Awaitable[str]]) -> None:
@@ -189,20 +196,35 @@ class SimpleContextManager(LiveOptions):
         """Protocol compliance: stored history is never compacted."""
         return None
 
+    @property
+    def last_compaction_stats(self) -> dict[str, Any] | None:
+        """The stats of the last compaction (the ``context:compaction`` payload), or None before any; a
+        copy. ``_last_compaction_stats`` stays, for the hosts that read the original's private name."""
+        stats = self._last_compaction_stats
+        return None if stats is None else dict(stats)
+
+    def get_recall_tool(self) -> RecallTool:
+        """The ``context_recall`` tool over this history, for your own tool loop (mount() registers it itself
+        when ``recall_tool`` is true); from now on the notice and the ledger mention it (recall_direct.py)."""
+        self._recall_mounted = True
+        return RecallTool(self)
+
     # ----- resume state (state.py) -------------------------------------------------------------
 
     def snapshot_state(self) -> dict[str, Any]:
         """A versioned, JSON-safe dict of every decision that shapes future views, tied to this history."""
         self._adopt_edits()  # the decisions the next request would hold
-        return build_snapshot({field.attribute: getattr(self, field.attribute) for field in FIELDS}, self.messages)
+        values = {field.attribute: getattr(self, field.attribute) for field in FIELDS}
+        return build_snapshot(values, self.messages, self._knobs())
 
     def restore_state(self, state: Any) -> None:
         """Adopt a snapshot after ``set_messages()`` of its history; else ValueError, nothing changed.
-        A pending summary is never adopted: dropped, logged and counted (the strategy asks again)."""
-        values = adopt_snapshot(validate_snapshot(state, self.messages), self._fault_counts)
+        A pending summary is kept unverified: its text is never adopted into the history (summary.py)."""
+        values = adopt_snapshot(validate_snapshot(state, self.messages))
         self._reset_compaction_state()
         for attribute, value in values.items():
             setattr(self, attribute, value)  # the decisions' and the meter's names (decisions.py, caller_names.py)
+        warn_config_differs(state, self._knobs())
         self._meter.measurement_stale = self._anchor_seq is None  # a reading with an anchor measured this history
 
     # ----- one request -------------------------------------------------------------------------
@@ -211,6 +233,7 @@ class SimpleContextManager(LiveOptions):
     async def get_messages_for_request(self, token_budget: int | None = None, provider: Any = None) -> list[Message]:
         """The view to send now: the history, compacted only if it no longer fits the budget."""
         check_token_budget(token_budget)
+        warn_if_not_taken(self.recall_tool, self._recall_mounted, self._fault_counts, self._told_once)
         self._adopt_edits()
         started = self._decisions  # this history's decisions: every write below goes to them, or none does
         budget = await self._budget_for(token_budget, provider)  # budget and notice reserve (budget.py)
@@ -263,6 +286,9 @@ class SimpleContextManager(LiveOptions):
     async def _budget_for(self, token_budget: int | None, provider: Any) -> int:
         """This request's budget (budget.py), ``context:budget`` when it changed, less the notice reserve."""
         budget = self._calculate_budget(token_budget, provider)
+        meter = (self._meter.usage_events, self._meter.last_measured_prompt_tokens, self._anchor_estimate)
+        self._refusal.note(*meter, budget)
+        budget = self._refusal.cap(budget)  # what the provider's refusals and usage readings taught (refusal.py)
         payload = self._budget.change()
         if payload is not None and self._hooks is not None:
             await self._emit("context:budget", payload)
@@ -296,15 +322,11 @@ class SimpleContextManager(LiveOptions):
         appended_only = self._view_cache.appended_only(working)
         meter, counts, mode = self._meter, self._counts(), self.token_meter
         count, _source, estimated, kind = meter.measure(working, self._decisions, counts, mode, budget, appended_only)
+        meter.last_stats.update(self._refusal.stats())
         if self._hooks is not None:
             await self._emit("context:token_meter", dict(meter.last_stats or {}))
             self._check(started)
         return count, estimated, kind
-
-    def _view_inputs(self) -> ViewInputs:
-        """What the view cache compares between requests (view_cache.py)."""
-        factory = self._system_prompt_factory  # vars(self): a decision set a caller adds (``*_seqs``) counts
-        return ViewInputs(vars(self), self._decisions, self.messages, self._counts(), factory, _CONFIG(self))
 
     def _boundary_due(self, total: int, budget: int, escalate: bool) -> bool:
         """A view extended to ``total`` tokens would be a boundary: the ladder must run (or the limit)."""
@@ -334,66 +356,19 @@ class SimpleContextManager(LiveOptions):
 
     # ----- resources shared with the components ------------------------------------------------
 
-    def recall_source(self) -> RecallSource:
+    def recall_inputs(self) -> RecallInputs:
         """What ``context_recall`` searches (recall.py): the history after any in-place edit, its text cache,
         what the current view lacks, the edit flag and the fault counters."""
         self._adopt_edits()  # an in-place edit (a redaction) drops the cached texts first
         gaps = view_gaps(self._decisions, self._ingress)
-        return RecallSource(self.messages, self._recall_texts, gaps, self._store_guard, self._fault_counts)
+        return RecallInputs(self.messages, self._recall_texts, gaps, self._store_guard, self._fault_counts)
 
     async def _emit(self, event: str, payload: dict[str, Any]) -> None:
         """Emit a hook event; a failing hook is logged and counted, never raised into the turn."""
-        if self._hooks is None:
-            return
-        try:
-            await self._hooks.emit(event, payload)
-        except Exception as exc:
-            self._fault_counts["hook_emit_failures"] += 1
-            logger.warning("context-simple: emitting %s failed: %s", event, type(exc).__name__)
+        if self._hooks is not None:
+            await emit_event(self._hooks, event, payload, self._fault_counts, self._told_once)
 
     @property
     def fault_stats(self) -> dict[str, int]:
         """Counters of optional features that failed and degraded (never failed the turn); all present."""
         return {**dict.fromkeys(FAULT_KEYS, 0), **self._fault_counts}
-
-    # ----- the components' inputs, read from the manager (the wiring: nothing else reads it) ---------
-
-    def _knobs(self) -> Knobs:
-        """Every configuration value now, by key (config_keys.Knobs)."""
-        return Knobs._make(_CONFIG(self))
-
-    def _result_inputs(self) -> ResultInputs:
-        """What a tool result's rewrite reads (tool_results.py)."""
-        budget_by_tool = tuple(sorted((self.tool_result_budget_by_tool or {}).items()))
-        exempt = frozenset(self.tool_result_exempt_tools or ())
-        counts = self._counts()
-        settings = ToolResultSettings(
-            self.truncate_chars, self.tool_result_budget_tokens, self.tool_result_shape, budget_by_tool, exempt,
-            self.tool_result_spill_dir, budget_counter(counts.counter),
-        )  # fmt: skip
-        return ResultInputs(
-            settings, self.messages, self._needs_tool_names(), self._ingress.source, counts.count, self._fault_counts
-        )
-
-    def _ledger_inputs(self) -> LedgerInputs:
-        """What the evidence ledger reads at a boundary (evidence.py)."""
-        share, segments = self.evidence_ledger_share, self.evidence_ledger_segments
-        threshold, derive, faults = self.compact_threshold, self._tool_results.derive, self._fault_counts
-        return LedgerInputs(share, segments, self.target_usage, threshold, self.user_words_share, self.messages,
-                            self._recall_mounted, self._counts(), derive, faults)  # fmt: skip
-
-    def _summary_inputs(self) -> SummaryInputs:
-        """What the summary strategy reads (summary.py); the budget is the request's the meter recorded."""
-        budget = (self._meter.last_stats or {}).get("budget")
-        budget = budget if isinstance(budget, int) and budget > 0 else self._fallback_budget()
-        sticky, contains = self._apply_sticky_decisions, self._prefix_contains_span
-        return SummaryInputs(self._knobs(), self.messages, self._decisions, self._counts(), sticky, budget,
-                             self._emit, self._fault_counts, contains)  # fmt: skip
-
-    def _pass_inputs(self) -> PassInputs:
-        """What a compaction pass reads (compaction.py)."""
-        limit_goal, swap, estimate = self._limit_goal, self._swap_in_pending_summary, self._estimate_tokens
-        return PassInputs(self._knobs(), self._decisions, self.messages, self._counts(), self._ladder_ops(),
-                          self._apply_sticky_decisions, swap, self._exceeds_threshold, limit_goal,
-                          self._budget.reading, self._evidence, self._ledger_inputs(), estimate, self._emit,
-                          self._history.seq_now)  # fmt: skip

@@ -7,7 +7,8 @@ remembers (recall_rank.py) or a regular expression. Results are the matching lin
 the words, with one line of context, best match first, each labelled with the message's sequence number
 and role (for a tool result, the call it answers: ``read_file(path=src/app.py)``) and whether the
 current view lacks it, within ``MAX_OUTPUT_TOKENS``; a last line says how many more matched and how to
-narrow.
+narrow. A query naming a call (its path, command or an argument) shows the output of the calls it names
+first, paged with ``offset`` (recall_source.py).
 
 It never changes the history and never raises into the orchestrator: bad input gets a failed
 ``ToolResult`` with one line. Nothing backtracks (recall_search.py, recall_regex.py): words are found
@@ -20,11 +21,14 @@ results do not snowball; the rest of an assistant message that called it stays s
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 from . import recall_rank as rank
+from . import recall_source as source
 from .calls import call_id, message_calls
 from .estimate import seq_of
+from .recall_direct import RecallInputs
+from .recall_direct import view_gaps as view_gaps
 from .recall_regex import Pattern, UnsupportedPattern
 from .recall_search import Found, MessageTexts, Query, Search, fold, run, run_async
 from .recall_text import TOOL_NAME, call_label, has_text, is_recall_call, message_text
@@ -44,6 +48,9 @@ SHOWN_LINES = 4  # matching lines shown per message (best first); the rest are c
 LINES_SHARE = 0.6  # of the output, shared among the matching lines shown (the rest: labels, context)
 LISTED_SEQS = 12  # numbers of the matching messages not shown, listed in the last line
 FOOTER_CHARS = 400  # kept for that last line
+LISTED_HEADER = "Other calls naming it (ask for one's output with from_seq and to_seq set to its number):"
+NO_SOURCE = "[offset pages through the output of a call the query names; no call's path or command holds it]"
+NOTE_CHARS = 100  # kept for the line under a source's output saying how to page on
 ROLES = ("user", "assistant", "tool", "system", "developer")
 NOTE = "Older messages removed from your view can be searched with the context_recall tool."
 GAP_WORDS = {"removed": "removed from your view", "truncated": "truncated in your view", "stubbed": "shortened"}
@@ -72,6 +79,15 @@ INPUT_SCHEMA: dict[str, Any] = {
         },
         "to_seq": {"type": "integer", "minimum": 0, "description": "Only messages up to this sequence number"},
         "max_results": {"type": "integer", "minimum": 1, "maximum": MAX_RESULTS, "default": DEFAULT_MAX_RESULTS},
+        "offset": {
+            "type": "integer",
+            "minimum": 0,
+            "description": (
+                "Page through a long output: skip this many lines of the output of each call the query names "
+                "(the answer says which offset shows the next lines)"
+            ),
+            "default": 0,
+        },
     },
     "required": ["query"],
 }
@@ -83,7 +99,10 @@ DESCRIPTION = (
     "Returns the matching lines whole, with one line of context, best match first: words on one line "
     "before words on nearby lines, rarer words weigh more, messages no longer in your view first, then "
     f"the newest; at most about {MAX_OUTPUT_TOKENS} tokens. Narrow with more words, role, or "
-    "from_seq/to_seq; regex: true for a regular expression."
+    "from_seq/to_seq; regex: true for a regular expression. To get back what a file read or a command "
+    "printed, give its path or command as the query ('src/app.py', 'pytest tests/test_api.py'): the "
+    "output of the calls naming it comes first, whole or its most informative lines; page through a long "
+    "one with offset (the answer says which offset and from_seq/to_seq)."
 )
 
 
@@ -104,7 +123,8 @@ def parse(data: Any) -> Query:
     if role is not None and role not in ROLES:
         raise RecallError(f"'role' must be one of {', '.join(ROLES)}, got {role!r}")
     first, last, limit = data.get("from_seq", 0), data.get("to_seq"), data.get("max_results", DEFAULT_MAX_RESULTS)
-    for key, value in (("from_seq", first), ("to_seq", last), ("max_results", limit)):
+    offset = data.get("offset", 0)
+    for key, value in (("from_seq", first), ("to_seq", last), ("max_results", limit), ("offset", offset)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
             raise RecallError(f"'{key}' must be a whole number >= 0, got {value!r}")
     if not 1 <= limit <= MAX_RESULTS:
@@ -112,7 +132,7 @@ def parse(data: Any) -> Query:
     if regex:
         return Query(_compile(query), query.lower(), role, first, last, limit)
     needle = " ".join(fold(query).split())
-    return Query(None, needle, role, first, last, limit, rank.query_words(fold(query)))
+    return Query(None, needle, role, first, last, limit, rank.query_words(fold(query)), offset or 0)
 
 
 def _compile(query: str) -> Pattern:
@@ -142,6 +162,7 @@ class HistoryReader:
         self.own: set[int] = set()
         self.answered: dict[int, Any] = {}  # index of a tool result -> the call it answers
         self.call_texts: dict[int, str] = {}  # and that call as its label shows it, lowercase
+        self.source_texts: dict[int, tuple[str, str]] = {}  # and what names that call, and its lowercase
 
     def update(self, messages: list[Message]) -> set[int]:
         for _ in self.steps(messages):
@@ -156,6 +177,7 @@ class HistoryReader:
             self.own.clear()  # in place: a search holds this set
             self.answered.clear()
             self.call_texts.clear()
+            self.source_texts.clear()
         while self.read < len(messages):
             stop = min(len(messages), self.read + TRAFFIC_STEP)
             for index in range(self.read, stop):
@@ -181,6 +203,8 @@ class HistoryReader:
                 # The words a result matches by: its call as the label shows it (a word deep in a long
                 # script would match every result of the script).
                 self.call_texts[index] = fold(call_label(call))
+                head = source.call_head(call)
+                self.source_texts[index] = (head, fold(head))  # recall_source.py
 
     def _own(self, message: Message) -> None:
         if (seq := seq_of(message)) is not None:
@@ -200,27 +224,6 @@ def recall_traffic(messages: list[Message]) -> set[int]:
     return HistoryReader().update(messages)
 
 
-def view_gaps(decided: Any, ingress: Any = None) -> dict[int, str]:
-    """The seqs the current view lacks in full, with how (``GAP_WORDS``' keys): from the history's
-    decisions (decisions.py; anything with its ``*_seqs`` sets) and the clipped results (ingress.py)."""
-    gaps = dict.fromkeys(getattr(decided, "_stubbed_seqs", ()), "stubbed")
-    gaps.update(dict.fromkeys(getattr(decided, "_truncated_seqs", ()), "truncated"))
-    if ingress is not None:
-        gaps.update(dict.fromkeys(ingress.clipped(), "truncated"))
-    gaps.update(dict.fromkeys(getattr(decided, "_removed_seqs", ()), "removed"))
-    return gaps
-
-
-class RecallSource(NamedTuple):
-    """What one search reads, as the manager hands it over (``SimpleContextManager.recall_source``)."""
-
-    messages: list[Message]  # the stored history, after any in-place edit was adopted
-    texts: MessageTexts  # the searchable texts, cached while the history is
-    gaps: dict[int, str]  # what the current view lacks (view_gaps)
-    guard: Any  # its ``edited`` flag stops a search of a history edited meanwhile (wire_copy.Guard)
-    faults: Any  # the manager's fault counters
-
-
 def new_search(
     messages: list[Message], query: Query, texts: MessageTexts, gaps: Mapping[int, str] | None = None
 ) -> Search:
@@ -234,7 +237,17 @@ def new_search(
         gap = (gaps or {}).get(seq)
         return reader.label(copied, index, seq) + (f" ({GAP_WORDS[gap]})" if gap else "")
 
-    return Search(copied, query, texts, reader.own, label, reader.call_texts, gaps or {}, before=reader.steps(messages))
+    return Search(
+        copied,
+        query,
+        texts,
+        reader.own,
+        label,
+        reader.call_texts,
+        reader.source_texts,
+        gaps or {},
+        before=reader.steps(messages),
+    )
 
 
 def search(
@@ -283,8 +296,101 @@ def _header(found: Search, partial: bool) -> str:
     return f"No message holds all of {words}; messages holding some of them, best first:"
 
 
+def _matches(found: Search, hits: list[Found], partial: bool, room: int) -> tuple[list[str], int]:
+    """The header and the blocks of the matching messages shown within ``room``; how many were shown."""
+    out = [_header(found, partial)]
+    room -= len(out[0])
+    width, shown = line_width(hits[: found.query.max_results], room), 0
+    for hit in hits[: found.query.max_results]:
+        block = "\n".join([found.label(hit.index, hit.seq), *_hit_lines(found, hit, width)])
+        if len(block) + 2 > room and shown:
+            break
+        out.append(block[: max(room - 2, 0)])
+        room -= len(out[-1]) + 2
+        shown += 1
+    return out, shown
+
+
+def _footer(found: Search, hits: list[Found], left: int, late: str) -> str | None:
+    """The last line: how many more matched (the first of them listed) and how to narrow."""
+    if left <= 0 and not found.stopped:
+        return None
+    listed = ", ".join(f"#{hit.seq}" for hit in hits[:LISTED_SEQS])
+    more = f"{left} more matching message(s) not shown ({listed}{', ...' if left > LISTED_SEQS else ''})"
+    more = more if left > 0 else "no more shown"
+    return f"[{more}; narrow with more words, role, or from_seq/to_seq]{late}"
+
+
+def _calls_a_source(found: Search, hit: Found) -> bool:
+    """An assistant message matching only on the first line of calls the query names (shown as sources)."""
+    message, words = found.messages[hit.index], found.query.words
+    if message.get("role") != "assistant" or not hit.lines:
+        return False
+    names = lambda call: all(word in fold(source.call_head(call)) for word in words)  # noqa: E731
+    return source.only_calls_named(message, [start for start, _ in hit.lines], names)
+
+
+def _source_label(found: Search, hit: Found) -> str:
+    """``#seq tool result of`` the call's head (each argument's first line: longer than a label's)."""
+    gap = found.hidden.get(hit.seq)
+    head = found.source_texts[hit.index][0]
+    return f"#{hit.seq} tool result of {head}" + (f" ({GAP_WORDS[gap]})" if gap else "")
+
+
+def _source_blocks(found: Search, sources: list[Found], room: int) -> tuple[list[str], list[Found]]:
+    """The sources shown within ``room`` (recall_source.py), and those left out."""
+    labels = [_source_label(found, hit) for hit in sources]
+    texts = [found.texts.get(found.messages[hit.index])[0] for hit in sources]
+    needs = [len(label) + source.shown_size(text) + NOTE_CHARS for label, text in zip(labels, texts, strict=True)]
+    blocks, left_out, seen = [], [], set()  # the names shown so far: a line repeating them says less
+    for hit, label, text, give in zip(sources, labels, texts, source.shares(needs, room), strict=True):
+        if not give:
+            left_out.append(hit)
+            continue
+        hint = f", from_seq={hit.seq}, to_seq={hit.seq}"
+        lines, note = source.informative_lines(text, found.query.offset, give - len(label) - NOTE_CHARS, hint, seen)
+        blocks.append("\n".join([label, *lines, *([note] if note else [])])[:give])
+    return blocks, left_out
+
+
+def _render_sources(found: Search, hits: list[Found], partial: bool, budget_chars: int, late: str) -> str:
+    """The sources first, then (a share of the output) the other matches: those merely calling it last."""
+    sources = found.sources[: found.query.max_results]
+    shown_sources = {hit.index for hit in sources}
+    others = [] if found.query.offset else [hit for hit in hits if hit.index not in shown_sources]
+    callers = [hit for hit in others[: found.query.max_results] if _calls_a_source(found, hit)]
+    called = {id(hit) for hit in callers}
+    others = [hit for hit in others if id(hit) not in called]  # their calls' output is shown instead
+    header = f"Output of the {len(found.sources)} call(s) naming it, those your view lacks first, then the newest:"
+    room = budget_chars - FOOTER_CHARS - len(header)
+    lines_room = int(room * (1 - source.source_share(found.query.needle)))
+    matches, shown = _matches(found, others, partial, lines_room) if others else ([], 0)
+    room -= sum(len(block) + 2 for block in matches)
+    blocks, left_out = _source_blocks(found, sources, room)
+    room -= sum(len(block) + 2 for block in blocks)
+    listed: list[str] = []
+    for hit in left_out:  # the calls whose output did not fit: named, so one can be asked for by its seq
+        label = found.label(hit.index, hit.seq)
+        if len(label) + 1 > room - len(LISTED_HEADER) - 2:
+            break
+        listed.append(label)
+        room -= len(label) + 1
+    listing = ["\n".join([LISTED_HEADER, *listed])] if listed else []
+    left = len(others) + len(callers) - shown + len(left_out) - len(listed) if not found.query.offset else 0
+    not_shown = left_out[len(listed) :] + found.sources[len(sources) :] + others[shown:] + callers
+    footer = _footer(found, not_shown, left + len(found.sources) - len(sources), late)
+    return "\n\n".join([header, *blocks, *listing, *matches, *([footer] if footer else [])])
+
+
 def render(found: Search, budget_chars: int) -> str:
     """The tool's output within ``budget_chars``, with a last line saying what was left out."""
+    if found.query.offset and not found.sources and not found.replaced:  # paging a query naming no call
+        out = _render(found, budget_chars - len(NO_SOURCE) - 2)
+        return f"{NO_SOURCE}\n\n{out}"
+    return _render(found, budget_chars)
+
+
+def _render(found: Search, budget_chars: int) -> str:
     if found.replaced:
         return "The conversation's history was replaced or edited during the search; nothing was found. Search again."
     late = ""
@@ -292,25 +398,13 @@ def render(found: Search, budget_chars: int) -> str:
         where = f" while reading #{found.stopped_at}" if found.stopped_at >= 0 else ""
         late = f" (the search stopped at its time limit{where}; older messages were not searched)"
     hits, partial = (found.found, False) if found.found else (found.partial, True)
+    if found.sources:
+        return _render_sources(found, hits, partial, budget_chars, late)
     if not hits:
         return "No message in this conversation's history matches." + late
-    out = [_header(found, partial)]
-    room = budget_chars - len(out[0]) - FOOTER_CHARS
-    width, shown = line_width(hits[: found.query.max_results], room), 0
-    for hit in hits[: found.query.max_results]:
-        block = "\n".join([found.label(hit.index, hit.seq), *_hit_lines(found, hit, width)])
-        if len(block) + 2 > room and shown:
-            break
-        out.append(block[: room - 2])
-        room -= len(out[-1]) + 2
-        shown += 1
-    left = (len(found.some) if partial else found.matched) - shown
-    if left > 0 or found.stopped:
-        listed = ", ".join(f"#{hit.seq}" for hit in hits[shown : shown + LISTED_SEQS])
-        more = f"{left} more matching message(s) not shown ({listed}{', ...' if left > LISTED_SEQS else ''})"
-        more = more if left > 0 else "no more shown"
-        out.append(f"[{more}; narrow with more words, role, or from_seq/to_seq]{late}")
-    return "\n\n".join(out)
+    out, shown = _matches(found, hits, partial, budget_chars - FOOTER_CHARS)
+    footer = _footer(found, hits[shown:], (len(found.some) if partial else found.matched) - shown, late)
+    return "\n\n".join([*out, *([footer] if footer else [])])
 
 
 class RecallTool:
@@ -321,16 +415,16 @@ class RecallTool:
     input_schema = INPUT_SCHEMA
 
     def __init__(self, source: Any) -> None:
-        """``source``: a callable giving a :class:`RecallSource` per search, or an object with such a
-        ``recall_source`` method (the manager: ``RecallTool(context)``)."""
-        self._source: Callable[[], RecallSource] = getattr(source, "recall_source", source)
+        """``source``: a callable giving a :class:`RecallInputs` per search, or an object with such a
+        ``recall_inputs`` method (the manager: ``RecallTool(context)``)."""
+        self._source: Callable[[], RecallInputs] = getattr(source, "recall_inputs", source)
         self.time_budget_s = TIME_BUDGET_S
         self.slice_s = SLICE_S
 
     async def execute(self, input: dict[str, Any]) -> Any:  # noqa: A002 - the protocol's name
         from amplifier_core.models import ToolResult  # the host provides amplifier-core
 
-        source: RecallSource | None = None
+        source: RecallInputs | None = None
         try:
             query = parse(input)
             source = self._source()  # an in-place edit (a redaction) drops the cached texts first

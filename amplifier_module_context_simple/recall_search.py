@@ -22,6 +22,7 @@ from typing import Any
 
 from . import recall_rank as rank
 from .recall_regex import Pattern
+from .recall_source import source_key
 from .recall_text import message_text
 
 Message = dict[str, Any]
@@ -42,6 +43,7 @@ class Query:
     last: int | None
     max_results: int
     words: tuple[str, ...] = ()  # a literal's words (recall_rank.query_words)
+    offset: int = 0  # lines of each source's output skipped (paging: recall_source.py)
 
 
 @dataclass
@@ -162,6 +164,7 @@ class Search:
     skip: set[int]
     label: Callable[[int, int], str]
     call_texts: Mapping[int, str] = field(default_factory=dict)
+    source_texts: Mapping[int, tuple[str, str]] = field(default_factory=dict)  # a result -> what names its call
     hidden: Mapping[int, str] = field(default_factory=dict)
     before: Iterator[None] = field(default_factory=lambda: iter(()))  # steps of work first (may fill ``skip``)
     found: list[Found] = field(default_factory=list)  # every match, ranked once the search is done
@@ -174,6 +177,8 @@ class Search:
     replaced: bool = False  # the history was replaced or edited (set_messages, clear, ...) during the search
     _reading: int | None = None
     some: list[Found] = field(default_factory=list)  # messages holding some of the words, not all
+    sources: list[Found] = field(default_factory=list)  # results whose call holds every word (tier PHRASE:
+    # the query as typed), best first (recall_source.source_key)
 
     def __post_init__(self) -> None:
         self.holding = [0] * len(self.query.words)
@@ -197,6 +202,7 @@ class Search:
         the whole history, so it is kept flat); a message that may match is read in steps after a
         checkpoint, as is every ``FIND_WINDOW`` characters of the others."""
         query, messages, skip, get, calls = self.query, self.messages, self.skip, self.texts.get, self.call_texts.get
+        whole_call = self.source_texts.get
         first, last, only, pattern, words = query.first, query.last, query.role, query.pattern, query.words
         required = pattern.literal if pattern is not None else ""
         single = words[0] if len(words) == 1 else None
@@ -220,6 +226,10 @@ class Search:
                 mask = 0 if required and required not in lowered else 1
             else:
                 called = calls(index, "")
+                source = whole_call(index)
+                if source is not None and all(word in source[1] for word in words):
+                    tier = rank.PHRASE if query.needle in source[1] else rank.LINE
+                    self.sources.append(Found(index, seq, tier, (), full, size=size))
                 if size > FIND_WINDOW:
                     self.documents, self.chars = documents, chars  # counted so far, for a stop meanwhile
                     mask = yield from _mask_in_steps(words, lowered, called)
@@ -308,6 +318,7 @@ class Search:
             if found.counts:
                 found.score = rank.score(found.counts, weights, found.size, mean)
         hidden = self.hidden
+        self.sources.sort(key=lambda f: source_key(f.seq, f.seq in hidden, f.tier == rank.PHRASE), reverse=True)
         self.found.sort(key=lambda f: (f.tier, f.seq in hidden, f.score, f.seq), reverse=True)
         self.partial.sort(
             key=lambda f: (_weight(f.mask, weights), f.tier, f.seq in hidden, f.score, f.seq), reverse=True
@@ -321,6 +332,7 @@ class Search:
             self.replaced = True
             self.found.clear()
             self.partial.clear()
+            self.sources.clear()
             self.matched = 0
         else:
             self.rank()

@@ -38,25 +38,31 @@ def is_real_user_message(entry: Any) -> bool:
 def turn_prompt_index(
     messages: list[dict[str, Any]], is_real_user: Callable[[Any], bool] = is_real_user_message
 ) -> int | None:
-    """Index of the current turn's prompt: the first real user message after the last final answer.
+    """Index of the current turn's prompt: the newest real user message that is not a steering message.
 
     A turn starts with the user's prompt and ends with an assistant message that calls no tool (the
     orchestrators' loops stop there; loop-streaming also stores a closing one when a turn is cancelled).
     loop-streaming's ``session.steer(text)`` stores a plain user message in the middle of a turn, after a
-    tool round's results, so the turn's prompt is no longer the last user message; the user messages after
-    the prompt are its steering messages. Without steering the prompt is the last real user message; with
-    no user message since the last answer, it is the last real user message too. Reads back from the end
-    to the last answer only.
+    tool round's results (several queued steers are stored one after the other), so the turn's prompt is no
+    longer the last user message. A steering message is therefore a real user message whose nearest earlier
+    message (instructions, hook injections and envelopes aside) is a tool result or another steering
+    message; any other real user message is a prompt, so of a run of user messages sent one after another
+    only the newest is the prompt. Only the messages after the last final answer are read; with no user
+    message since then, the prompt is the last real user message.
     """
-    first_after_answer = None
-    for index in range(len(messages) - 1, -1, -1):
+    answer = next((i for i in range(len(messages) - 1, -1, -1) if _final_answer(messages[i])), -1)
+    prompt, previous = None, None  # previous: "tool", "steer", "prompt" or "calls" (the nearest earlier kind)
+    for index in range(answer + 1, len(messages)):
         message = messages[index]
         if is_real_user(message):
-            first_after_answer = index
-        elif _final_answer(message):
-            break
-    if first_after_answer is not None:
-        return first_after_answer
+            steering = prompt is not None and previous in ("tool", "steer")
+            prompt, previous = (prompt, "steer") if steering else (index, "prompt")
+        elif message.get("role") == "tool":
+            previous = "tool"
+        elif message.get("role") == "assistant" and not is_hook_injection(message):
+            previous = "calls"
+    if prompt is not None:
+        return prompt
     return next((i for i in range(len(messages) - 1, -1, -1) if is_real_user(messages[i])), None)
 
 
@@ -104,9 +110,14 @@ def replay_message(text: str) -> dict[str, Any]:
 
 
 def build_replay(
-    view: list[dict[str, Any]], budget: int, count: Callable[[list[dict[str, Any]]], int]
+    view: list[dict[str, Any]],
+    budget: int,
+    count: Callable[[list[dict[str, Any]]], int],
+    limit: int | None = None,
 ) -> dict[str, Any] | None:
-    """The replay message for this view, or None for every "deliberately does nothing" row."""
+    """The replay message for this view, or None for every "deliberately does nothing" row. ``limit``: the
+    largest view the provider's input limit takes (limit.py), None with no window known; a replay that would
+    pass it, or the budget, is left out (the provider would reject the request, not just compact again)."""
     if not view or view[-1].get("tool_calls"):
         return None
     source = next((m for m in reversed(view) if is_real_user_message(m)), None)
@@ -116,19 +127,22 @@ def build_replay(
     if not text.strip():
         return None
     replay = replay_message(text)
-    if budget > 0 and count(view) + count([replay]) > budget:
+    size = count(view) + count([replay])
+    if (budget > 0 and size > budget) or (limit is not None and size > limit):
         return None
     return replay
 
 
-def append_replay(view: list[dict[str, Any]], budget: int, decisions: Any, count: Callable[..., int]) -> None:
+def append_replay(
+    view: list[dict[str, Any]], budget: int, decisions: Any, count: Callable[..., int], limit: int | None = None
+) -> None:
     """Append the user's last words to ``view`` (in place) once per compaction boundary: the history's
     ``decisions`` hold the boundary (level, messages absorbed by a summary) last replayed. Moved from the
     manager's ``_maybe_append_last_user_replay`` (issue 38)."""
     boundary = (decisions._sticky_level, decisions._summary_absorbed_count)
     if boundary == (0, 0) or boundary == decisions._last_replayed_boundary:
         return
-    replay = build_replay(view, budget, count)
+    replay = build_replay(view, budget, count, limit)
     if replay is not None:
         view.append(replay)
         decisions._last_replayed_boundary = boundary

@@ -14,15 +14,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .estimate import SEQ_KEY, seq_of
-from .state_checks import _check_decisions, _check_ledger, _close_over_tool_groups, _is_count, _refuse, _value
-
-logger = logging.getLogger("amplifier_module_context_simple")
+from .state_checks import _check_decisions, _check_ledger, _close_over_tool_groups, _is_count, _refuse, _shown, _value
+from .state_config import CONFIG_KEY, config_fingerprint, metadata_hint
+from .summary import UNVERIFIED
 
 STATE_VERSION = 1
 DIGEST_PREFIX = "sha256:"
@@ -44,7 +43,7 @@ FIELDS: tuple[Field, ...] = (
     Field("sticky", "truncated_seqs", "_truncated_seqs", "seqs"),
     Field("sticky", "stubbed_seqs", "_stubbed_seqs", "seqs"),
     Field("sticky", "clipped_seqs", "_clipped_seqs", "clips"),
-    Field("sticky", "level", "_sticky_level", "count"),
+    Field("sticky", "level", "_sticky_level", "level"),
     Field("sticky", "ledger", "_ledger", "ledger"),
     Field("sticky", "ledger_segments", "_ledger_segments", "segments"),
     Field("sticky", "hoist_limit", "_hoist_limit", "opt_position"),
@@ -59,6 +58,7 @@ FIELDS: tuple[Field, ...] = (
     Field("meter", "last_hybrid_anchored", "_last_hybrid_anchored", "opt_count"),
     Field("meter", "usage_events", "_usage_events", "count"),
     Field("meter", "input_readings", "_input_readings", "readings"),
+    Field("meter", "learned_limit", "_learned_limit", "learned"),
     Field("meter", "cache_read_total", "_cache_read_total", "count"),
     Field("meter", "cache_write_total", "_cache_write_total", "count"),
     Field("meter", "cache_fields_complete", "_cache_fields_complete", "flag"),
@@ -83,6 +83,7 @@ OPTIONAL: dict[tuple[str, str], Any] = {
     ("sticky", "synthetic_calls"): [],
     ("sticky", "clipped_seqs"): [],
     ("meter", "input_readings"): {"events": 0, "pairs": []},
+    ("meter", "learned_limit"): None,
 }
 GROUPS: tuple[str, ...] = tuple(dict.fromkeys(field.group for field in FIELDS))
 
@@ -111,6 +112,7 @@ NOT_SAVED: dict[str, str] = {
     "_budget_reading": "this request's budget, recomputed on every request",
     "_budget_reported": "the last context:budget payload; a resumed session reports its budget again",
     "_input_limit": "the provider's input limit (limit.py): its readings are saved as meter.input_readings",
+    "_refusal": "what the provider's refusals taught (refusal.py): saved as meter.learned_limit",
     "messages": "the history itself: restored by set_messages()",
     "_next_seq": "re-stamped by set_messages()",
     "_tool_name_by_call_id": "derived from the history by set_messages()",
@@ -122,6 +124,8 @@ NOT_SAVED: dict[str, str] = {
     "_fault_counts": "diagnostics",
     "_reported_repairs": "log de-duplication",
     "_warned_block_types": "log de-duplication",
+    "_told_once": "log de-duplication (a non-async hooks.emit, a view given to set_messages)",
+    "_said_warnings": "log de-duplication (configuration warnings said once per session)",
     "_counts_key": "cache",
     "_count_cache": "cache (per-_seq counts, recomputed on demand)",
     "_derived": "cache (truncated and stubbed rewrites, recomputed on demand)",
@@ -244,9 +248,9 @@ def _encode(kind: str, value: Any, positions: _Positions) -> Any:
     return value
 
 
-def build_snapshot(values: dict[str, Any], messages: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def build_snapshot(values: dict[str, Any], messages: Sequence[dict[str, Any]], knobs: Any) -> dict[str, Any]:
     """A versioned, JSON-safe dict of the view-shaping state ``values`` (attribute -> value, every one of
-    :data:`FIELDS`), tied to the history ``messages``."""
+    :data:`FIELDS`), tied to the history ``messages``; ``knobs``: the configuration it was taken under."""
     snapshot: dict[str, Any] = {
         "version": STATE_VERSION,
         "history_digest": history_digest(messages),
@@ -257,6 +261,7 @@ def build_snapshot(values: dict[str, Any], messages: Sequence[dict[str, Any]]) -
     positions = _Positions(messages)
     for field in FIELDS:
         snapshot[field.group][field.key] = _encode(field.kind, values[field.attribute], positions)
+    snapshot[CONFIG_KEY] = config_fingerprint(knobs)  # restore_state says when it differs
     return snapshot
 
 
@@ -269,20 +274,20 @@ def _header(state: Any, messages: Sequence[dict[str, Any]]) -> int:
         raise _refuse(f"a state must be a dict (a snapshot_state() result), got {type(state).__name__}")
     version = state.get("version")
     if type(version) is not int or version != STATE_VERSION:
-        raise _refuse(f"unknown state version {version!r} (this module reads version {STATE_VERSION})")
+        raise _refuse(f"unknown state version {_shown(version)} (this module reads version {STATE_VERSION})")
     expected = set(HEADER_KEYS) | set(GROUPS)
-    if set(state) != expected:
-        missing, extra = sorted(expected - set(state)), sorted(map(str, set(state) - expected))
+    if set(state) - {CONFIG_KEY} != expected:  # the configuration's fingerprint is optional (state_config.py)
+        missing, extra = sorted(expected - set(state)), sorted(map(str, set(state) - expected - {CONFIG_KEY}))
         raise _refuse(f"malformed state: missing keys {missing}, unexpected keys {extra}")
     count, digest = state["message_count"], state["history_digest"]
     if not _is_count(count) or not isinstance(digest, str) or not digest.startswith(DIGEST_PREFIX):
-        raise _refuse(f"malformed state header: message_count={count!r}, history_digest={digest!r}")
+        raise _refuse(f"malformed state header: message_count={_shown(count)}, history_digest={_shown(digest)}")
     if count > len(messages):
         raise _refuse(f"the state is for a history of {count} messages, but only {len(messages)} are stored")
     if history_digest(messages[:count]) != digest:
         raise _refuse(
             f"the state belongs to a different history (the first {count} stored messages do not match its "
-            "digest); call set_messages() with the history the state was saved with"
+            "digest); call set_messages() with the history the state was saved with" + metadata_hint(messages[:count])
         )
     return count
 
@@ -313,15 +318,15 @@ def validate_snapshot(state: Any, messages: Sequence[dict[str, Any]]) -> dict[st
     return values
 
 
-def adopt_snapshot(values: dict[str, Any], faults: Any) -> dict[str, Any]:
-    """``values`` (from :func:`validate_snapshot`) as ``restore_state`` adopts them: a pending summary is
-    never adopted (its text is the summarizer's: no check can tie it to the history, while a ledger's lines
-    are checked; adopted, it would be appended to the history and sent in every later view). It is
-    dropped, logged and counted in ``faults``, and the strategy asks again."""
-    if values.pop("_pending_summary") is not None:
-        values["_summary_armed"] = True  # the summary it was armed for is gone
-        faults["restore_summaries_dropped"] += 1
-        logger.warning("context-simple: restore_state dropped a pending summary (unverifiable text)")
+def adopt_snapshot(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` (from :func:`validate_snapshot`) as ``restore_state`` adopts them: a pending summary is kept
+    unverified, its text never adopted into the history (summary.py). Its text is the summarizer's: no check
+    can tie it to the history (a ledger's lines are checked), and adopted it would be appended to the
+    history and sent in every later view. It still holds its place: the swap refuses it, or discards it, at
+    the request the uninterrupted session would have (a dropped one let the trigger ask again a request
+    early, and the views parted). Moved from the manager's ``restore_state`` (issue 38)."""
+    if values["_pending_summary"] is not None:
+        values["_pending_summary"] = {**values["_pending_summary"], UNVERIFIED: True}
     return values
 
 

@@ -11,14 +11,19 @@ from typing import Any
 
 from . import ledger
 from .floor import YIELD_KINDS
+from .ladder import kept_whole
 from .limit import READINGS
+from .refusal import valid_saved as _is_learned
 from .repair import tool_call_ids
 from .replay import is_real_user_message
-from .sticky import kept_whole
 from .token_meter import METER_KIND_ESTIMATED, METER_KIND_NONE, METER_KIND_USAGE
 from .tool_pairs import is_hook_injection, tool_groups
 
 _METER_KINDS = (METER_KIND_USAGE, METER_KIND_ESTIMATED, METER_KIND_NONE)
+# Every number a snapshot carries is bounded: a count no session reaches (past the integers JSON readers
+# keep exact) would overflow the float arithmetic of the meter and the input limit on every request.
+MAX_COUNT = 2**53 - 1
+MAX_LEVEL = 8  # the ladder's last level: the stats' strategy_level, which the next snapshot checks
 
 
 def _refuse(problem: str) -> ValueError:
@@ -26,7 +31,23 @@ def _refuse(problem: str) -> ValueError:
 
 
 def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT
+
+
+def _bounded(value: Any) -> bool:
+    """Every int in ``value`` (an object of counts, flags and strings) is at most ``MAX_COUNT``."""
+    if isinstance(value, dict):
+        return all(map(_bounded, value.values()))
+    return not isinstance(value, int) or isinstance(value, bool) or value <= MAX_COUNT
+
+
+def _shown(value: Any) -> str:
+    """``repr(value)`` for an error message, short, and never failing on an int too long to print."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int past sys.get_int_max_str_digits()
+        return "a number too large to print"
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _seqs(value: Any, where: str, message_count: int) -> set[int]:
@@ -34,7 +55,7 @@ def _seqs(value: Any, where: str, message_count: int) -> set[int]:
         raise _refuse(f"{where} must be a list of message positions, got {type(value).__name__}")
     bad = [s for s in value if not _is_count(s) or s >= message_count]
     if bad:
-        raise _refuse(f"{where} holds {bad[0]!r}, not a position in a history of {message_count} messages")
+        raise _refuse(f"{where} holds {_shown(bad[0])}, not a position in a history of {message_count} messages")
     if len(set(value)) != len(value):
         raise _refuse(f"{where} repeats a position")
     return set(value)
@@ -53,14 +74,16 @@ def _is_pair(pair: Any) -> bool:
 
 
 def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, int) and not isinstance(value, bool) and -MAX_COUNT <= value <= MAX_COUNT
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return _is_int(value)  # math.isfinite raises OverflowError on an int past a float's range
+    return isinstance(value, float) and -MAX_COUNT <= value <= MAX_COUNT
 
 
-_COUNT = (_is_count, "an int >= 0")
+_COUNT = (_is_count, f"an int >= 0, at most {MAX_COUNT}")
 # The compaction stats (the notice and the ladder read them): key -> (check, what it must be).
 STATS_SCHEMA: dict[str, tuple[Callable[[Any], bool], str]] = {
     **dict.fromkeys(
@@ -76,11 +99,11 @@ STATS_SCHEMA: dict[str, tuple[Callable[[Any], bool], str]] = {
         ),
         _COUNT,
     ),
-    "strategy_level": (lambda v: _is_count(v) and v <= 8, "an int from 0 to 8"),
-    "budget": (_is_int, "an int"),
-    "target_tokens": (_is_int, "an int"),
-    "protected_recent": (_is_number, "a finite number"),
-    "protected_tool_results": (_is_int, "an int"),
+    "strategy_level": (lambda v: _is_count(v) and v <= MAX_LEVEL, f"an int from 0 to {MAX_LEVEL}"),
+    "budget": (_is_int, f"an int within +-{MAX_COUNT}"),
+    "target_tokens": (_is_int, f"an int within +-{MAX_COUNT}"),
+    "protected_recent": (_is_number, f"a number within +-{MAX_COUNT}"),
+    "protected_tool_results": (_is_int, f"an int within +-{MAX_COUNT}"),
 }
 OPTIONAL_STATS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "messages_absorbed_by_summary": _COUNT,
@@ -91,6 +114,11 @@ OPTIONAL_STATS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "ledger_tokens": _COUNT,
     "ledger_sources": _COUNT,
     "ledger_segments": _COUNT,
+    # a boundary a provider's refusal (or a repeated far reading) caused (refusal.py)
+    "compaction_reason": (lambda v: isinstance(v, str), "a string"),
+    "refused_tokens": _COUNT,
+    "learned_input_limit": _COUNT,
+    "refusal_message": (lambda v: isinstance(v, str), "a string"),
     # the last rung (floor.py): present only when it yielded
     **{f"floor_yield_{kind}": _COUNT for kind in YIELD_KINDS},
 }
@@ -111,7 +139,7 @@ def _stats(value: Any, where: str) -> dict[str, Any] | None:
     for key, item in value.items():
         accept, expected = {**STATS_SCHEMA, **OPTIONAL_STATS}[key]
         if not accept(item):
-            raise _refuse(f"{where}[{key!r}] must be {expected}, got {item!r}")
+            raise _refuse(f"{where}[{key!r}] must be {expected}, got {_shown(item)}")
     return copy.deepcopy(value)
 
 
@@ -157,7 +185,7 @@ def _segments(value: Any, where: str, message_count: int) -> tuple[tuple[int, st
         anchor, text, removed = _ledger({k: item[k] for k in ("anchor", "text", "removed")}, where, message_count)
         end = item["end"]
         if not (_is_count(end) and anchor < end <= message_count):
-            raise _refuse(f"{where}[{index}].end must be a position after its anchor, got {end!r}")
+            raise _refuse(f"{where}[{index}].end must be a position after its anchor, got {_shown(end)}")
         out.append((anchor, text, removed, end))
     return tuple(out)
 
@@ -170,7 +198,7 @@ def _calls(value: Any, where: str, history: Sequence[dict[str, Any]]) -> set[tup
     for item in value:
         ok = isinstance(item, list) and len(item) == 2 and _is_count(item[0]) and item[0] < len(history)
         if not ok or item[1] not in (tool_call_ids(history[item[0]]) or ()):
-            raise _refuse(f"{where} holds {item!r}, not an assistant position and one of its call ids")
+            raise _refuse(f"{where} holds {_shown(item)}, not an assistant position and one of its call ids")
         calls.add((item[0], item[1]))
     return calls
 
@@ -182,8 +210,8 @@ def _clips(value: Any, where: str, history: Sequence[dict[str, Any]]) -> dict[in
     clips: dict[int, int] = {}
     for item in value:
         ok = isinstance(item, list) and len(item) == 2 and _is_count(item[0]) and item[0] < len(history)
-        if not ok or history[item[0]].get("role") != "tool" or not _is_int(item[1]) or item[1] < 1:
-            raise _refuse(f"{where} holds {item!r}, not a tool result's position and a number of tokens >= 1")
+        if not ok or history[item[0]].get("role") != "tool" or not _is_count(item[1]) or item[1] < 1:
+            raise _refuse(f"{where} holds {_shown(item)}, not a tool result's position and a number of tokens >= 1")
         if item[0] in clips:
             raise _refuse(f"{where} repeats a position")
         clips[item[0]] = item[1]
@@ -194,22 +222,27 @@ def _boundary(value: Any, where: str) -> tuple[int, int] | None:
     if value is None:
         return None
     if not (isinstance(value, list | tuple) and len(value) == 2 and all(map(_is_count, value))):
-        raise _refuse(f"{where} must be null or a pair of counts, got {value!r}")
+        raise _refuse(f"{where} must be null or a pair of counts, got {_shown(value)}")
     return (value[0], value[1])
 
 
 def _scalar(kind: str, value: Any, where: str, message_count: int) -> Any:
     checks: dict[str, tuple[Callable[[Any], bool], str]] = {
-        "count": (_is_count, "an int >= 0"),
-        "opt_count": (lambda v: v is None or _is_count(v), "null or an int >= 0"),
+        "count": (_is_count, f"an int >= 0, at most {MAX_COUNT}"),
+        "level": (lambda v: _is_count(v) and v <= MAX_LEVEL, f"an int >= 0, at most {MAX_LEVEL}"),
+        "opt_count": (lambda v: v is None or _is_count(v), f"null or an int >= 0, at most {MAX_COUNT}"),
         "opt_position": (lambda v: v is None or (_is_count(v) and v <= message_count), "null or a message position"),
         "opt_kind": (lambda v: v is None or v in _METER_KINDS, f"null or one of {', '.join(_METER_KINDS)}"),
         "flag": (lambda v: isinstance(v, bool), "true or false"),
-        "readings": (_is_readings, '{"events": an int >= 0, "pairs": at most 8 [count, count] pairs of ints >= 1}'),
+        "readings": (_is_readings, '{"events": a count, "pairs": at most 8 [count, count] pairs of counts >= 1}'),
+        "learned": (
+            lambda v: _is_learned(v) and _bounded(v),
+            f"null or the learned limit (refusal.RefusalLimit.saved), its counts at most {MAX_COUNT}",
+        ),
     }
     accept, expected = checks[kind]
     if not accept(value):
-        raise _refuse(f"{where} must be {expected}, got {value!r}")
+        raise _refuse(f"{where} must be {expected}, got {_shown(value)}")
     return value
 
 

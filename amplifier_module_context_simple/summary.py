@@ -45,6 +45,8 @@ logger = logging.getLogger("amplifier_module_context_simple")
 
 Message = dict[str, Any]
 FORK_PREFIX_SOURCE_WIRE = "wire_record"
+# A pending summary restore_state kept: it holds its place, but its text is never adopted (not saved).
+UNVERIFIED = "unverified"
 FORK_PREFIX_SOURCE_VIEW = "module_view"
 
 
@@ -176,6 +178,8 @@ class Summary:
         cooling = decisions._summary_cooldown_left > 0  # this request is one of the cooldown's
         if cooling:
             decisions._summary_cooldown_left -= 1
+        if decisions._pending_summary is not None and decisions._pending_summary.get(UNVERIFIED):
+            self.reask_unverified(inputs)
         if self.is_summarizing or decisions._pending_summary is not None or budget <= 0:
             return
         occupancy = self.occupancy(token_count, inputs)
@@ -199,6 +203,21 @@ class Summary:
         if settings.summary_rearm_below is not None:
             decisions._summary_armed = False
         self.task = loop.create_task(self.run(seqs, fork_prefix, self.generation, inputs))
+
+    def reask_unverified(self, inputs: SummaryInputs) -> None:
+        """Ask the summarizer again for a restored pending summary's span: its answer replaces the saved text
+        (the provider's own words, the same ones when it answers as before), if that pending is still there."""
+        if self.is_summarizing or self.cached_provider is None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        pending = inputs.decisions._pending_summary
+        self.is_summarizing = True
+        self.task = loop.create_task(
+            self.run(sorted(pending["seqs"]), None, self.generation, inputs, replacing=pending)
+        )
 
     def occupancy(self, token_count: int, inputs: SummaryInputs) -> int:
         """The tokens the next view holds before any new decision.
@@ -235,9 +254,15 @@ class Summary:
     # ----- the background call -----------------------------------------------------------------
 
     async def run(
-        self, seqs: list[int], fork_prefix: dict[str, Any] | None, generation: int | None, inputs: SummaryInputs
+        self,
+        seqs: list[int],
+        fork_prefix: dict[str, Any] | None,
+        generation: int | None,
+        inputs: SummaryInputs,
+        replacing: dict[str, Any] | None = None,
     ) -> None:
-        """Ask the provider for the summary; store it as pending. Never raises (except cancellation)."""
+        """Ask the provider for the summary; store it as pending. Never raises (except cancellation).
+        ``replacing``: the restored pending summary this call verifies; gone meanwhile, the answer is too."""
         generation = self.generation if generation is None else generation
         try:
             wanted = set(seqs)
@@ -252,6 +277,8 @@ class Summary:
                 raise ValueError("the summarizer returned no text")
             if generation != self.generation:
                 return  # the history was replaced while we waited: this summary describes another one
+            if replacing is not None and inputs.decisions._pending_summary is not replacing:
+                return  # the restored summary was refused or dropped meanwhile, as the session before it was
             inputs.decisions._pending_summary = {"seqs": frozenset(seqs), "text": text}
             inputs.decisions._summarization_failures = 0
             await inputs.emit("context:post_summarize", {"summary_length": len(text), "call_mode": mode})
@@ -407,6 +434,11 @@ class Summary:
                 size,
                 replaced,
             )
+            return non_system, False, None
+        if pending.get(UNVERIFIED):
+            decisions._summary_armed = True  # the summary it was armed for is gone: ask again
+            inputs.faults["restore_summaries_dropped"] += 1
+            logger.warning("context-simple: a restored pending summary was dropped instead of adopted (unverified)")
             return non_system, False, None
         for message in absorbed:
             decisions.record_removed(seq_of(message))

@@ -70,6 +70,7 @@ def parse_usage(data: Any) -> UsageReading | None:
     Prompt occupancy is ``input_tokens`` (gross: fresh + cache reads) plus ``cache_write_tokens``
     (billed on top); cache reads are already inside the gross figure and are not added again.
     Legacy providers' ``input``/``cache_write`` keys are read when the canonical ones are absent.
+    A prompt of 0 tokens is no reading: as the anchor it would turn compaction off for good.
     """
     payload = _as_dict(data)
     if payload is None or payload.get("status") == "error":
@@ -82,6 +83,8 @@ def parse_usage(data: Any) -> UsageReading | None:
         return None
     cache_write = _number(usage.get("cache_write_tokens", usage.get("cache_write")))
     cache_read = _number(usage.get("cache_read_tokens", usage.get("cache_read")))
+    if gross + (cache_write or 0) == 0:
+        return None  # no prompt is empty (a host's placeholder, an aborted call): a reading of 0 is no reading
     return UsageReading(gross + (cache_write or 0), cache_read, cache_write)
 
 
@@ -359,11 +362,7 @@ class TokenMeter:
 
 
 def continue_result() -> Any:
-    """What an ``llm:response`` observer returns: amplifier-core's continue (None without it)."""
-    return _continue()
-
-
-def _continue() -> Any:
+    """A hook's answer: continue (amplifier-core's HookResult, or None without it)."""
     try:
         from amplifier_core.models import HookResult
     except ImportError:  # the host provides amplifier-core; without it, None also means continue

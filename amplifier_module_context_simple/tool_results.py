@@ -21,7 +21,7 @@ from .config import TOOL_RESULT_SHAPE_HEAD, TOOL_RESULT_SHAPE_HEAD_TAIL
 from .estimate import estimate_message, seq_of, wire_form
 from .spill import spill_dir_problem as spill_dir_problem
 from .spill import write_spill
-from .sticky import stub_user_message
+from .sticky import STUB_MIN_CHARS, content_chars, kept_whole, stub_user_message
 from .token_counter import COUNTER_ESTIMATE
 
 Message = dict[str, Any]
@@ -224,6 +224,15 @@ class ToolResults:
                     self.names_by_seq[seq] = name
         self.names_harvested = len(messages)
 
+    def is_exempt(self, message: Message, inputs: ResultInputs) -> bool:
+        """A result of a tool in ``tool_result_exempt_tools``: no rewrite shortens it (the last rung's clip
+        neither), so it counts whole in the floor."""
+        if not inputs.settings.exempt_tools or message.get("role") != "tool":
+            return False
+        self.harvest(inputs.messages, inputs.names_needed)
+        name = tool_name_of(message, self.names_by_call_id, self.names_by_seq)
+        return name is not None and name in inputs.settings.exempt_tools
+
     def truncate(self, message: Message, inputs: ResultInputs) -> Message:
         """The truncated form of a tool result (cached per ``_seq`` and settings), or the message itself."""
         settings = inputs.settings
@@ -280,7 +289,10 @@ class ToolResults:
                 )
 
     def stub(self, message: Message) -> Message:
-        if not isinstance(message.get("content"), str | list):
+        """The stub of a long user message; the message itself when a stub would save nothing or drop a
+        block that is not text (the ladder's own rule, ladder._stubbable; today's original does the same)."""
+        content = message.get("content")
+        if not isinstance(content, str | list) or kept_whole(message) or content_chars(content) <= STUB_MIN_CHARS:
             return message
         return self.derive(message, "stubbed", None, lambda: stub_user_message(message))
 

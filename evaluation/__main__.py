@@ -134,13 +134,16 @@ def reshaped_sections(
 ) -> dict[str, dict]:
     """The report's sections on reshaped sessions, replayed in one stage: Amplifier-shaped (issue 18),
     host-shaped beside the plain replay (issue 28), with the call shape alone for the configurations a
-    user picks between, and the tight-window scenario (issue 29); each with the number of runs it took."""
+    user picks between, and the tight-window scenario (issue 29); each with the number of runs it took.
+    The peers are not replayed here: these sections check this module's promises on other shapes."""
     from .arms import CHOICES
+    from .peers import is_peer
     from .report import shaped_section
     from .report_host import calls_only_section, host_section, tight_section
     from .runner import run_pairs
     from .tight_scenario import tight_arms, tight_workload
 
+    arms = [a for a in arms if not is_peer(a.engine)]
     tight_arm_list = tight_arms(arms)
     stages: dict[str, list] = {
         "shaped": [] if args.no_shaped else [(a, w) for a in arms for w in shaped_workloads(workloads)],

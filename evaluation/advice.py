@@ -140,8 +140,18 @@ def refinements(data: dict[str, Any]) -> list[str]:
         change = {"vs_default": t["cost"] / b["cost"] - 1}
         cost = cost_words(change, True).replace("the default", "without it")
         miss, base_miss = (fmt("evidence_line_miss", x["evidence_line_miss"]) for x in (t, b))
-        out.append(f"Adding `{knob}` to {words(data, base)} {cost} and misses {miss} instead of {base_miss}.")
+        facts = _facts_change(t, b)
+        out.append(f"Adding `{knob}` to {words(data, base)} {cost} and misses {miss} instead of {base_miss}{facts}.")
     return out
+
+
+def _facts_change(with_knob: dict[str, Any], without: dict[str, Any]) -> str:
+    """ ", but keeps 86% of the planted facts instead of 100%" when the knob changes that share, else ""."""
+    kept, base_kept = with_knob.get("facts_final"), without.get("facts_final")
+    if kept is None or base_kept is None or round(kept, 2) == round(base_kept, 2):
+        return ""
+    verb = "but keeps" if kept < base_kept else "and keeps"
+    return f", {verb} {kept:.0%} of the planted facts instead of {base_kept:.0%}"
 
 
 def ties(data: dict[str, Any]) -> list[str]:

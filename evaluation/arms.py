@@ -15,11 +15,16 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
+from .peers import CLEARING, MASKING, mounter
 from .standin import mount_passthrough, mount_standin
 
 DEFAULT_ENGINE = "context-simple"
 PASSTHROUGH = "passthrough"
-LOCAL_ENGINES: dict[str, Callable[..., Any]] = {PASSTHROUGH: mount_passthrough}
+LOCAL_ENGINES: dict[str, Callable[..., Any]] = {
+    PASSTHROUGH: mount_passthrough,
+    MASKING: mounter(MASKING),
+    CLEARING: mounter(CLEARING),
+}
 
 
 @dataclass(frozen=True)
@@ -74,6 +79,26 @@ ARMS: list[Arm] = [
         {"preset": "evidence_balanced", "evidence_ledger_segments": True},
         "`evidence_balanced` with an append-only ledger",
     ),
+    # Peers (evaluation/peers.py): what users pick instead, replayed the same way; not this module.
+    Arm(
+        "peer_observation_masking",
+        {"keep_tool_turns": 10},
+        "peer: results older than the last 10 tool turns become a one-line placeholder (Lindenbauer et al. 2025)",
+        MASKING,
+    ),
+    Arm(
+        "peer_observation_masking_m5",
+        {"keep_tool_turns": 5},
+        "peer: observation masking keeping the last 5 tool turns",
+        MASKING,
+    ),
+    Arm(
+        "peer_clear_tool_uses",
+        {"trigger_share": 0.5, "keep": 3},
+        "peer: Anthropic's clear_tool_uses_20250919 with its defaults, the 100,000-token trigger taken as "
+        "0.5 of the window (100k of 200k)",
+        CLEARING,
+    ),
 ]
 
 # What a user picks between (the README's presets section): the default and the shipped presets. The
@@ -81,6 +106,7 @@ ARMS: list[Arm] = [
 CHOICES = ("progressive", "preset_evidence", "preset_evidence_balanced", "preset_evidence_lean")
 # A documented knob added to a choice (README, `evidence_ledger_segments`): the advice says what it adds.
 REFINEMENTS = {"segments_evidence": "preset_evidence"}
+PEERS = tuple(a.name for a in ARMS if a.engine in (MASKING, CLEARING))
 
 
 def arm_by_name(name: str) -> Arm:

@@ -278,10 +278,9 @@ def pooled(scores: Iterable[Score]) -> dict[str, Any]:
 
 
 def _miss(kept: int, needed: int, requests: int) -> float | None:
-    """1 - recall; 0 when the view never lost anything (it was the whole history), None with no evidence."""
-    if not requests:
-        return 0.0
-    return 1 - kept / needed if needed else None
+    """1 - recall over the requests from the first compaction on; None (shown n/a) when there were none
+    (the view was always the whole history: nothing to measure, not a miss of 0) or they needed no evidence."""
+    return 1 - kept / needed if requests and needed else None
 
 
 def pool_totals(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:

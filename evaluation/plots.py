@@ -2,7 +2,9 @@
 
 Every configuration has its own colour and marker, the same in every plot. The no-compaction reference,
 the default and the presets (what a user picks between) get fixed, strong styles; the others take the
-next unused colour and marker, so no two of the first 24 configurations share a colour.
+next unused colour and marker, so no two of the first 26 configurations share a colour or look alike.
+The peers (`peer_*`, evaluation/peers.py) are named on the left panel of the frontier, beside the
+line of the no-compaction reference (whose evidence miss is not measured: it never compacts).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from .arms import CHOICES, REFINEMENTS
+from .arms import CHOICES, PEERS, REFINEMENTS
 from .wording import config_words, place_name
 
 FIXED = {  # name -> (colour, marker)
@@ -23,25 +25,31 @@ FIXED = {  # name -> (colour, marker)
     "preset_evidence_lean": ("#ff7f0e", "v"),
     "segments_evidence": ("#9467bd", "P"),
 }
-PALETTE = [  # for the others: no grey, black or a fixed colour, no two alike
-    "#d62728",  # red
-    "#8c564b",  # brown
-    "#e377c2",  # pink
+# For the others: picked greedily from matplotlib's named colours (25 <= CIELAB L <= 75, chroma >= 30)
+# so that each is as far as possible from FIXED, the grey of the best trade-offs and each other; any two
+# configurations of the arm table differ by a `colour_distance` of at least 15 (about 2 is just visible),
+# so no two series look alike (tests/test_evaluation_plots.py).
+PALETTE = [
+    "#800000",  # maroon
+    "#0a481e",  # pine green
     "#17becf",  # cyan
+    "#fe86a4",  # rosa
+    "#010fcc",  # true blue
+    "#7f5f00",  # olive brown
+    "#750851",  # velvet
     "#bcbd22",  # olive
-    "#393b79",  # navy
-    "#e7ba52",  # gold
-    "#843c39",  # maroon
-    "#637939",  # moss
-    "#7b4173",  # plum
-    "#a6cee3",  # light blue
-    "#fb9a99",  # salmon
-    "#b2df8a",  # light green
-    "#cab2d6",  # lavender
-    "#fdbf6f",  # light orange
-    "#00a087",  # teal
-    "#c51b7d",  # magenta
-    "#6b6ecf",  # periwinkle
+    "#8ab8fe",  # carolina blue
+    "#d90166",  # dark hot pink
+    "#137e6d",  # blue green
+    "#e50000",  # red
+    "#014182",  # darkish blue
+    "#ff63e9",  # candy pink
+    "#b17261",  # pinkish brown
+    "#01c08d",  # green/blue
+    "#9b8f55",  # dark khaki
+    "#556b2f",  # dark olive green
+    "#01889f",  # teal blue
+    "#9900fa",  # vivid purple
 ]
 MARKERS = ["s", "<", ">", "p", "h", "*", "d", "H", "8"]  # not used by FIXED
 LINESTYLES = ["-", "--", "-.", ":"]
@@ -52,6 +60,7 @@ TOKEN_PANELS = 4  # sessions drawn in tokens.png (the longest real ones)
 DIRECTIONS = [(1, 0.6), (1, -0.8), (-1, 0.6), (-1, -0.8), (0, 1), (0, -1.2), (1, 0), (-1, 0)]
 LABEL_OFFSETS = [(round(dx * r), round(dy * r)) for r in (14, 30, 50, 75) for dx, dy in DIRECTIONS]
 POINT_WEIGHT = 5  # hiding a point, or running out of the panel, is worse than touching another label
+LABEL_GAP = 3.0  # pixels kept clear around each placed name, so two names never touch
 
 
 def _pyplot() -> Any:
@@ -92,6 +101,27 @@ def styles(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
             "linestyle": LINESTYLES[(i // len(PALETTE)) % len(LINESTYLES)],
         }
     return out
+
+
+def colour_distance(a: str, b: str) -> float:
+    """How different two colours look: CIE94 distance in CIELAB (graphic-arts weights, symmetric chroma)."""
+    (l1, a1, b1), (l2, a2, b2) = _lab(a), _lab(b)
+    c1, c2 = math.hypot(a1, b1), math.hypot(a2, b2)
+    mean = math.sqrt(c1 * c2)
+    hue2 = max(0.0, (a1 - a2) ** 2 + (b1 - b2) ** 2 - (c1 - c2) ** 2)
+    return math.sqrt((l1 - l2) ** 2 + ((c1 - c2) / (1 + 0.045 * mean)) ** 2 + hue2 / (1 + 0.015 * mean) ** 2)
+
+
+def _lab(colour: str) -> tuple[float, float, float]:
+    """sRGB (any matplotlib colour) to CIELAB under D65."""
+    from matplotlib.colors import to_rgb
+
+    r, g, b = (c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in to_rgb(colour))
+    x = (0.4124 * r + 0.3576 * g + 0.1805 * b) / 0.95047
+    y = 0.2126 * r + 0.7152 * g + 0.0722 * b
+    z = (0.0193 * r + 0.1192 * g + 0.9505 * b) / 1.08883
+    fx, fy, fz = (t ** (1 / 3) if t > 0.008856 else 7.787 * t + 16 / 116 for t in (x, y, z))
+    return 116 * fy - 16, 500 * (fx - fy), 200 * (fy - fz)
 
 
 def _wrap(text: str, width: int = 60) -> str:
@@ -142,13 +172,25 @@ def frontier_plot(data: dict[str, Any], path: Path) -> None:
     fig.set_layout_engine("none")  # are placed where they will be drawn
     named = [n for n in (*CHOICES, *REFINEMENTS) if n in pts]
     _place_labels(fig, zoom, pts, {n: _user_words(data, n) for n in named})
+    _place_labels(fig, whole, pts, {n: peer_label(data, n) for n in PEERS if n in pts})
     _save(plt, fig, path)
+
+
+def peer_label(data: dict[str, Any], name: str) -> str:
+    """A peer's short name on the plot: the method and its parameter."""
+    config = (data["arms"].get(name) or {}).get("config") or {}
+    if "keep_tool_turns" in config:
+        return f"peer: observation masking, last {config['keep_tool_turns']} tool turns"
+    if "keep" in config:
+        return f"peer: clear_tool_uses, keep {config['keep']}"
+    return name
 
 
 def _frontier_title(data: dict[str, Any]) -> str:
     title = (
         f"cost against evidence lost, {_scope(data)}; grey steps = the best trade-offs (no valid configuration "
-        "is both cheaper and forgets less), hollow = not valid, ring = the default"
+        "is both cheaper and forgets less), hollow = not valid (e.g. requests over the window), ring = the default, "
+        "dotted = no compaction (its miss is not measured)"
     )
     recall = (data["totals"].get("progressive") or {}).get("recoverable_miss")
     if recall is not None:
@@ -160,7 +202,7 @@ def _frontier_title(data: dict[str, Any]) -> str:
 
 
 def _frontier_panel(ax: Any, data: dict[str, Any], pts: dict[str, tuple[float, float]]) -> None:
-    from .report import DEFAULT_ARM, valid
+    from .report import DEFAULT_ARM, REFERENCE_ARM, valid
 
     totals, style = data["totals"], styles(data)
     for n in table_order(pts):
@@ -173,6 +215,8 @@ def _frontier_panel(ax: Any, data: dict[str, Any], pts: dict[str, tuple[float, f
     if front:
         xs, ys = zip(*sorted((m, c) for c, m in front), strict=True)
         ax.step(xs, ys, where="post", color="#b0b0b0", linewidth=1.2, zorder=1, label="best trade-offs")
+    if REFERENCE_ARM in totals and totals[REFERENCE_ARM]["available"]:  # its miss is n/a: a line, not a point
+        ax.axhline(0, color=FIXED[REFERENCE_ARM][0], linestyle=":", lw=1.2, zorder=1, label="none (miss n/a)")
     if DEFAULT_ARM in pts:
         c, m = pts[DEFAULT_ARM]
         ax.scatter(m, c, s=320, facecolors="none", edgecolors="black", linewidths=1.2, zorder=2, label="(default)")
@@ -206,7 +250,7 @@ def _place_labels(fig: Any, ax: Any, pts: dict[str, tuple[float, float]], labels
                 arrowprops={"arrowstyle": "-", "lw": 0.6, "color": "0.35", "shrinkA": 0, "shrinkB": 4},
                 zorder=4,
             )
-            box = _text_box(ann, renderer)
+            box = _text_box(ann, renderer).padded(LABEL_GAP)
             cost_of = sum(_overlap(box, t) for t in taken)
             cost_of += POINT_WEIGHT * (sum(_overlap(box, p) for p in points) + _outside(box, frame))
             if best is None or cost_of < best[0]:
@@ -218,7 +262,7 @@ def _place_labels(fig: Any, ax: Any, pts: dict[str, tuple[float, float]], labels
             if cost_of == 0:
                 break
         if best is not None:
-            taken.append(_text_box(best[1], renderer))
+            taken.append(_text_box(best[1], renderer).padded(LABEL_GAP))
 
 
 def _text_box(annotation: Any, renderer: Any) -> Any:

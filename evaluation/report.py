@@ -40,7 +40,7 @@ TERMINAL_HEADS = [
     "invalid",
 ]
 NAME_HEAD = "config-\nuration"
-DROP_ORDER = [2, 3, 5, 6]  # on a narrow terminal: token miss, boundaries, facts, corrections go first
+DROP_ORDER = [2, 5, 6, 3]  # on a narrow terminal: token miss, facts, corrections, then boundaries go first
 COLUMNS = [
     ("configuration", "arm"),
     ("reqs", "requests"),
@@ -143,8 +143,11 @@ def valid(t: dict[str, Any], over_floor: int = 0) -> bool:
 
 
 def over_window_floor(totals: dict[str, dict[str, Any]], rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Requests over the window that every compacting arm sends, and the workloads where they happen."""
-    arms = [n for n, t in totals.items() if t["available"] and n != REFERENCE_ARM]
+    """Requests over the window that every compacting arm of this module sends, and the workloads where
+    they happen (a peer's own requests over the window are held against it, not taken as the floor)."""
+    from .arms import PEERS
+
+    arms = [n for n, t in totals.items() if t["available"] and n != REFERENCE_ARM and n not in PEERS]
     if not arms:
         return {"requests": 0, "workloads": []}
     over = {n: {r["workload"] for r in rows if r["arm"] == n and r["available"] and r["over_window"]} for n in arms}

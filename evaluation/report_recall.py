@@ -6,6 +6,7 @@ from typing import Any
 
 from .recall_probe import QUERY_KINDS, QUERY_LABELS, SHORT_LABELS
 from .report import DEFAULT_ARM, markdown_table
+from .wording import plural
 
 HOW = {  # how the probe builds each query (recall_probe.py)
     "exact": "the token itself",
@@ -58,9 +59,20 @@ def terminal(data: dict[str, Any]) -> list[str]:
             figures = ", ".join(f"{QUERY_LABELS[k]} {_rate(by.get(k))}" for k in QUERY_KINDS)
             return [
                 f"With `recall_tool: true`, one context_recall call gives back this share of {whose} lost "
-                f"evidence, by what it is asked for: {figures} (how each query is built: report.md)."
+                f"evidence in this run's sessions ({_sample(data)}), by what it is asked for: {figures} "
+                "(how each query is built: report.md; the README quotes the held-out half of the 26 "
+                "transcripts, evaluation.studies.recall_cues --split report)."
             ]
     return []
+
+
+def _sample(data: dict[str, Any]) -> str:
+    """Which sessions the probe ran on: the main table's, at its window."""
+    workloads = data.get("workloads") or {}
+    real, generated = len(workloads.get("real") or []), len(workloads.get("scenarios") or [])
+    window = (data.get("settings") or {}).get("window_fraction")
+    at = f", window {window:.0%}" if isinstance(window, float) else ""
+    return f"{plural(real, 'transcript')} and {plural(generated, 'generated session')}{at}"
 
 
 def _rate(figure: dict[str, Any] | None) -> str:

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from . import advice, report_host, report_recall
+from . import advice, report_host, report_peers, report_recall
 from .report import (
     COLUMNS,
     KEY_COLUMNS,
@@ -114,7 +114,8 @@ def markdown(data: dict[str, Any], plots: list[str]) -> str:
     parts = ["# Evaluation report", "", *verdict(data), "", "## Key numbers (pooled)", ""]
     parts += [markdown_table([h for h, _ in KEY_COLUMNS], table_cells(data, KEY_COLUMNS)), ""]
     parts += ["## Every pooled column", "", markdown_table([h for h, _ in COLUMNS], table_cells(data)), ""]
-    parts += [*unavailable(data), *places(data), *report_recall.section(data), *warnings(data)]
+    parts += [*report_peers.section(data), *unavailable(data), *places(data), *report_recall.section(data)]
+    parts += warnings(data)
     parts += ["## How this run was made", "", *explain(data)]
     parts += shaped(data)
     parts += report_host.host_markdown(data) + report_host.tight_markdown(data)
@@ -256,6 +257,6 @@ def terminal_verdict(data: dict[str, Any], width: int = 80) -> list[str]:
     import textwrap
 
     lines = []
-    for text in [*advice.advice(data), *report_recall.terminal(data)]:
+    for text in [*advice.advice(data), *report_peers.terminal(data), *report_recall.terminal(data)]:
         lines += textwrap.wrap(plain(text), width, initial_indent="- ", subsequent_indent="  ")
     return lines

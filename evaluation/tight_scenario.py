@@ -198,8 +198,11 @@ def tight_workload(seed: int = 7) -> tuple[Workload, dict[str, Any]]:
 def tight_arms(arms: list[Arm]) -> list[Arm]:
     """Every arm of this module with `max_tokens: 20000` (an arm's own setting wins), other engines as
     they are; not the no-compaction reference, which no 40,000-token window takes (its views hold the
-    whole session, ~840,000 tokens: all but its first requests would be rejected)."""
-    kept = [a for a in arms if a.engine != PASSTHROUGH]
+    whole session, ~840,000 tokens: all but its first requests would be rejected), nor the peers, which
+    never shrink what they keep either (evaluation/peers.py)."""
+    from .peers import is_peer
+
+    kept = [a for a in arms if a.engine != PASSTHROUGH and not is_peer(a.engine)]
     return [
         replace(a, config={"max_tokens": MAX_TOKENS, **a.config}) if a.engine == DEFAULT_ENGINE else a for a in kept
     ]

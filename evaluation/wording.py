@@ -44,6 +44,10 @@ def config_words(config: dict[str, Any], engine: str = "context-simple", default
     """What a user writes to get a configuration: `the default (no keys)`, `preset: evidence`, ..."""
     if engine == "passthrough":
         return "no compaction (the reference)"
+    if engine.startswith("peer-"):
+        from .peers import peer_words
+
+        return peer_words(engine, config)
     if engine != default_engine:
         return f"the module {engine} with its defaults"
     if not config:

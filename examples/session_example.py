@@ -121,7 +121,8 @@ async def main(turns: int = 4) -> dict[str, int]:
         if event == "context:compaction":
             print(f"  compacted: {data['before_tokens']} -> {data['after_tokens']} tokens")
         if event == "context:token_meter":
-            print(f"  request: {data['used_tokens']} of {data['budget']} tokens ({data['kind']})")
+            # used_tokens is the meter's count of the history before compaction, not what was sent
+            print(f"  before compaction: {data['used_tokens']} of {data['budget']} tokens ({data['kind']})")
 
     for event in CONTEXT_EVENTS:  # context:compaction and the module's own events
         session.coordinator.hooks.register(event, on_event, priority=100, name=f"example:{event}")

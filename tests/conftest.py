@@ -28,7 +28,7 @@ Message = dict[str, Any]
 
 @pytest.fixture(autouse=True)
 def fresh_config_warnings() -> None:
-    """Each test sees every configuration warning once: the module says each only once per process."""
+    """Forget the sessions' warning scopes (config_base): each test starts as a fresh process would."""
     reset_warnings()
 
 

@@ -139,7 +139,7 @@ def test_unparseable_is_disabled_with_a_warning(value: Any, caplog: pytest.LogCa
         parse_config({"compact_clear_at_least": value})  # never raises on config alone
     assert any("compact_clear_at_least" in r.getMessage() for r in caplog.records)
     caplog.clear()
-    reset_warnings()  # each problem is said once per process
+    reset_warnings()  # a fresh start (each manager says its problems once anyway)
     with caplog.at_level(logging.WARNING, logger="amplifier_module_context_simple"):
         ctx = SimpleContextManager(compact_clear_at_least=value)
     assert [r.getMessage() for r in caplog.records if "compact_clear_at_least" in r.getMessage()]  # at mount

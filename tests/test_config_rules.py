@@ -1,5 +1,5 @@
 """Configuration as users meet it (issues 31 and 33): numbers written as strings, keys amplifier-foundation's
-bundles carry, one warning per problem per process, typos that warn instead of stopping a session, the spill
+bundles carry, one warning per problem per session, typos that warn instead of stopping a session, the spill
 directory checked at mount, the repair warning in words, and which copy of the module runs."""
 
 from __future__ import annotations
@@ -262,7 +262,7 @@ async def test_auto_compact_false_says_it_does_not_turn_compaction_off(caplog):
     assert await views_of(ctx) == await views_of(SimpleContextManager())
 
 
-# ----- issue 33 item 5: one warning per problem per process --------------------------------------------
+# ----- issue 33 item 5: one warning per problem per session --------------------------------------------
 
 
 ODD_CONFIG = {
@@ -279,15 +279,19 @@ ODD_CONFIG = {
 @pytest.mark.asyncio
 async def test_amplifier_cores_validation_mount_and_the_real_mount_say_each_problem_once(caplog):
     """amplifier-core (resolver path) validates a module by mounting it on a mock coordinator, then mounts it
-    for real: every configuration warning appeared twice."""
+    for real, with the same config object: every configuration warning appeared twice. Another session
+    (its own config object) is told again, as the original tells every mount (issue 37 point 1)."""
+    session_config = dict(ODD_CONFIG)
     with caplog.at_level(logging.WARNING, logger=LOGGER):
-        validation = await ContextValidator().validate(PACKAGE_DIR, config=dict(ODD_CONFIG))
+        validation = await ContextValidator().validate(PACKAGE_DIR, config=session_config)
         assert validation.passed, validation.summary()
         first = len(caplog.records)
-        await mounted(dict(ODD_CONFIG))
+        await mounted(session_config)  # the same session's real mount
+        one_session = [r.getMessage() for r in caplog.records]
         await mounted(dict(ODD_CONFIG))  # a sub-agent's session in the same process
     texts = [r.getMessage() for r in caplog.records]
-    assert first >= 7 and len(texts) == first == len(set(texts)), texts
+    assert first >= 7 and len(one_session) == first == len(set(one_session)), one_session
+    assert sorted(texts[first:]) == sorted(one_session)  # the next session hears each once more
 
 
 def test_a_live_assignment_warns_the_first_time_per_distinct_value(caplog):
@@ -335,8 +339,9 @@ async def test_a_misspelled_preset_runs_the_defaults(caplog):
         direct = SimpleContextManager(preset="evidance")
         live = SimpleContextManager(preset="evidence")
         live.preset = "evidance"  # turns the preset off, as preset = None does
+        live.preset = "evidance"  # the same value again on the same manager: said already
     said = warnings_of(caplog, "unknown preset 'evidance' (did you mean 'evidence'?)")
-    assert len(said) == 1 and "running without a preset" in said[0]
+    assert len(said) == 2 and "running without a preset" in said[0]  # once per manager
     assert direct.preset is None and live.preset is None and live.evidence_ledger_share == 0.0
     assert await views_of(direct) == await views_of(SimpleContextManager())
 

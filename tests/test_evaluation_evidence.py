@@ -103,7 +103,7 @@ def test_pooled_starts_at_the_first_incomplete_view():
     assert p["evidence_requests"] == 3 and p["evidence_needed"] == 20
     assert p["evidence_line_miss"] == pytest.approx(0.1)
     assert p["evidence_token_miss"] == pytest.approx(0.05)
-    assert pooled([Score(5, 5, 5, True)])["evidence_line_miss"] == 0.0  # never compacted, nothing lost
+    assert pooled([Score(5, 5, 5, True)])["evidence_line_miss"] is None  # never compacted: not measured
     assert pooled([Score(0, 0, 0, False)])["evidence_line_miss"] is None
     total = pool_totals([p, pooled([Score(5, 5, 5, False)])])
     assert total["evidence_needed"] == 25 and total["evidence_line_miss"] == pytest.approx(2 / 25)

@@ -53,6 +53,40 @@ def test_every_configuration_has_its_own_colour_and_keeps_it_in_a_smaller_run():
     assert few["ev_ledger"] == styles["ev_ledger"] and few["progressive"]["color"] == "#000000"
 
 
+def test_no_two_configurations_look_alike():
+    """Issue 40: two series looked the same (gold and light orange; brown and maroon). Every two
+    configurations of the table, peers included, and the grey of the best trade-offs, differ clearly."""
+    every = {a.name: MEASURED["progressive"] for a in ARMS} | {"none": MEASURED["none"]}
+    colours = {name: s["color"] for name, s in plots.styles(measured(every)).items()} | {"steps": "#b0b0b0"}
+    close = [
+        (a, b, round(plots.colour_distance(colours[a], colours[b]), 1))
+        for a, b in itertools.combinations(colours, 2)
+        if plots.colour_distance(colours[a], colours[b]) < 15
+    ]
+    assert close == []
+    assert plots.colour_distance("#e7ba52", "#fdbf6f") < 15  # the pair that looked alike is caught
+
+
+def test_the_frontier_names_the_peers_and_draws_no_compaction_as_a_line(figures, tmp_path):
+    from evaluation.arms import PEERS
+
+    figures_in = {n: MEASURED["progressive"] for n in PEERS} | MEASURED
+    data = measured(figures_in)
+    for n in PEERS:  # the peers bill more than no compaction and send requests over the window
+        data["totals"][n].update({"vs_none": 2.5, "over_window": 40, "valid": False})
+    data["totals"]["none"]["evidence_line_miss"] = None  # never compacts: not measured
+    plots.frontier_plot(data, tmp_path / "frontier.png")
+    fig = figures[0]
+    whole = fig.axes[0]
+    said = [t for t in whole.texts if t.get_text()]
+    assert {t.get_text() for t in said} == {plots.peer_label(data, n) for n in PEERS}
+    renderer = fig.canvas.get_renderer()
+    boxes = [Text.get_window_extent(t, renderer) for t in said]
+    assert not any(a.overlaps(b) for a, b in itertools.combinations(boxes, 2))
+    legend = {t.get_text() for t in fig.legends[0].get_texts()}
+    assert set(PEERS) <= legend and "none (miss n/a)" in legend and "none" not in legend
+
+
 def test_the_frontier_names_the_choices_as_configured_without_overlaps(figures, tmp_path):
     data = measured()
     plots.frontier_plot(data, tmp_path / "frontier.png")

@@ -23,6 +23,7 @@ COMMANDS = [
     "evaluation.benchmarks.bench_request_path",
     "evaluation.benchmarks.bench_tool_results",
     "evaluation.benchmarks.bench_evidence",
+    "evaluation.benchmarks.bench_ledger_boundary",
     "evaluation.benchmarks.bench_recall",
     "evaluation.studies.counter_arms",
     "evaluation.studies.counter_error",

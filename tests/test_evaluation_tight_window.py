@@ -67,7 +67,7 @@ def test_the_answers_use_lines_of_earlier_results(scenario):
 
 
 def test_every_arm_of_this_module_runs_with_max_tokens_20000():
-    compacting = [a for a in ARMS if a.engine != PASSTHROUGH]
+    compacting = [a for a in ARMS if a.engine != PASSTHROUGH and not a.name.startswith("peer_")]
     arms = tight_arms(ARMS)
     assert [a.name for a in arms] == [a.name for a in compacting] and "none" not in {a.name for a in arms}
     for before, after in zip(compacting, arms, strict=True):

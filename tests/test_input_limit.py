@@ -287,3 +287,150 @@ async def test_a_preset_lets_the_screenshots_yield_instead_of_ending_over_budget
     assert estimate_tokens(non_ephemeral(view)) <= 12_000 - 800
     assert ctx._last_compaction_stats["floor_yield_user_words"] >= 1
     assert "the protections yielded to fit the budget" in caplog.text
+
+
+class SmallWindowProvider(WindowProvider):
+    """A small local model: 4,096 tokens of window, 1,024 of output (the budget's formula leaves nothing)."""
+
+    def get_model_info(self) -> Any:
+        return SimpleNamespace(context_window=4_096, max_output_tokens=1_024)
+
+
+@pytest.mark.asyncio
+async def test_a_small_window_is_still_a_window():
+    # Old code: 4,096 - 512 - 4,096 <= 0 dropped the window: the budget fell back to 200,000, the input limit
+    # (3,072) was dropped with it, and views grew past the window with no compaction.
+    ctx, provider = SimpleContextManager(), SmallWindowProvider()
+    await ctx.add_message(stamped(user("Summarize each file as you read it.")))
+    limit, seen = 4_096 - 1_024, []
+    for index in range(12):
+        await ctx.add_message(stamped(asst_calls(f"r{index}")))
+        await ctx.add_message(stamped(result(f"r{index}", chars(500))))
+        seen.append(provider.count(await request(ctx, provider)))
+    reading = ctx._budget_reading
+    assert reading.source == "provider_defaults" and reading.context_window == 4_096
+    assert 0 < reading.effective_budget <= limit
+    assert ctx._last_compaction_stats and max(seen) <= limit
+
+
+def test_a_single_outlier_reading_is_set_aside_and_a_repeated_one_counts():
+    from amplifier_module_context_simple.limit import ProviderCount
+
+    def counted_with(readings: list[tuple[int, int]]) -> ProviderCount:
+        counted = ProviderCount()
+        for events, (module, provider) in enumerate(readings, start=1):
+            counted.note(events, provider, module)
+        return counted
+
+    steady = [(module, int(module * 1.2) + 700) for module in (8_000, 9_500, 11_000, 12_500)]
+    outlier = (14_000, 14_000 * 50)  # server-side tools counted as input, once
+    clean = counted_with(steady).largest_count(31_904)
+    # Old code: the outlier's excess became the offset (~700,000): no view of any size fit the limit.
+    assert counted_with([*steady, outlier]).largest_count(31_904) == clean
+    later = (15_000, 18_700)
+    assert counted_with([*steady, outlier, later]).largest_count(31_904) == counted_with(
+        [*steady, later]
+    ).largest_count(31_904)
+    # The same excess twice is evidence, not noise: the line follows it.
+    assert counted_with([*steady, outlier, (15_000, 15_000 * 50)]).largest_count(31_904) < 0
+
+
+@pytest.mark.asyncio
+async def test_one_outlier_reading_does_not_make_every_later_request_a_boundary():
+    ctx, provider = SimpleContextManager(max_tokens=30_000), WindowProvider(rate=1.2)
+    await ctx.add_message(stamped(user("Audit the parser; quote each line you change.")))
+    boundaries = []
+    for index in range(16):
+        await ctx.add_message(stamped(asst_calls(f"r{index}")))
+        await ctx.add_message(stamped(result(f"r{index}", chars(900))))
+        before = ctx._last_compaction_stats
+        view = await ctx.get_messages_for_request(provider=provider)
+        boundaries.append(ctx._last_compaction_stats is not before)
+        tokens = provider.count(view) * (50 if index == 8 else 1)  # one reading counts server-side tools
+        await ctx._on_llm_response("llm:response", {"usage": {"input_tokens": tokens}})
+    # Old code: the outlier's excess became the limit's offset, and every request after it was a boundary.
+    assert not any(boundaries) and len(ctx._input_limit.count.readings) > 8 - 1
+
+
+class ThinkingWindowProvider(WindowProvider):
+    """20,000 tokens of window, 4,000 of output: an input limit of 16,000."""
+
+    def get_model_info(self) -> Any:
+        return SimpleNamespace(context_window=20_000, max_output_tokens=4_000)
+
+
+def thinking_call(call_id: str) -> Message:
+    blocks = [
+        {"type": "thinking", "thinking": "I should read it first.", "signature": "sig-" + "A" * 40},
+        {"type": "text", "text": "Reading."},
+    ]
+    return {**asst_calls(call_id), "content": blocks}
+
+
+@pytest.mark.asyncio
+async def test_a_clip_made_at_an_earlier_boundary_can_shrink():
+    # A thinking model reads one large file (the last rung clips it to fit), answers, and the talk goes on
+    # without tools; level 3 keeps the thinking tool group and removes the answers, so the group is the
+    # newest again. Then the user pastes a log. Old code: the earlier clip counted as fixed floor, the
+    # floor was over every goal, nothing yielded, and the view went out past the 16,000 limit.
+    ctx, provider = SimpleContextManager(), ThinkingWindowProvider()
+    for message in [
+        system("You are a careful engineer."),
+        user("Audit the loader; " + "quote the lines you rely on. " * 20),
+        thinking_call("a"),
+        result("a", chars(40_000)),
+    ]:
+        await ctx.add_message(stamped(message))
+    sent = [provider.count(await request(ctx, provider))]
+    first_clip = dict(ctx._clipped_seqs)
+    await ctx.add_message(stamped(asst("The loader fails because " + "of the header. " * 300)))
+    for index in range(6):
+        await ctx.add_message(stamped(user(f"Question {index}: " + "why is that? " * 200)))
+        sent.append(provider.count(await request(ctx, provider)))
+        await ctx.add_message(stamped(asst(f"Answer {index}: " + "because. " * 600)))
+    await ctx.add_message(stamped(user("Here is the new log: " + chars(7_000))))
+    view = await request(ctx, provider)
+    sent.append(provider.count(view))
+    assert max(sent) <= 16_000
+    (seq, tokens), (_, before) = *ctx._clipped_seqs.items(), *first_clip.items()
+    assert tokens < before  # the same result, clipped shorter
+    # The shorter clip is sticky: the next request replays it byte for byte.
+    again = await ctx.get_messages_for_request(provider=provider)
+    clipped = [[m for m in v if m.get("role") == "tool"] for v in (view, again)]
+    assert clipped[0] and json.dumps(clipped[0]) == json.dumps(clipped[1])
+    assert ctx._clipped_seqs == {seq: tokens}
+
+
+class WindowOf(WindowProvider):
+    def __init__(self, window: int, output: int) -> None:
+        super().__init__()
+        self.window, self.output = window, output
+
+    def get_model_info(self) -> Any:
+        return SimpleNamespace(context_window=self.window, max_output_tokens=self.output)
+
+
+@pytest.mark.asyncio
+async def test_a_floor_a_little_over_the_goal_still_yields_what_is_not_the_users(caplog):
+    # 32,000 tokens of window, 8,000 of output: a limit of 24,000, and a goal of ~15,400 of the module's
+    # tokens before any reading (its margin and the prior rate). The turn's prompt (a spec of ~14,500) puts
+    # the true floor a little over that goal. Old code: nothing yielded at all, and the view went out at
+    # ~38,000; clipping the newest result alone fits the limit.
+    ctx, provider = SimpleContextManager(), WindowOf(32_000, 8_000)
+    spec = "Here is the spec: " + chars(14_500)
+    for message in [
+        system("You are a careful engineer."),
+        user("Audit the loader; " + "quote the lines you rely on. " * 20),
+        asst("On it."),
+        user(spec),
+        asst_calls("a"),
+        result("a", chars(20_000)),
+    ]:
+        await ctx.add_message(stamped(message))
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        view = await request(ctx, provider)
+    assert provider.count(view) <= 32_000 - 8_000
+    assert spec in [m["content"] for m in view]  # the user's words are kept
+    assert ctx._last_compaction_stats["floor_yield_newest_results"] == 1
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "nothing valid fits" in warnings[0]

@@ -123,6 +123,7 @@ def test_the_description_teaches_the_multi_word_form() -> None:
         "from_seq",
         "to_seq",
         "max_results",
+        "offset",
     }
 
 

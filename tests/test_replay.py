@@ -339,3 +339,29 @@ async def test_real_transcripts_replay_only_adds_one_ephemeral_message(name: str
             assert found[0] == expected_replay(last_real_user_text(messages[:upto]))
             assert view_on.index(found[0]) == len(view_on) - 2 and is_notice(view_on[-1])
     assert total >= 1, f"{name}: the replay never fired at budget {budget}"
+
+
+@pytest.mark.asyncio
+async def test_a_replay_that_would_pass_the_input_limit_is_skipped() -> None:
+    """Issue 37.7: the budget alone let a boundary view with its replay pass the provider's input limit
+    (139,707 against 136,000). A window whose limit the view fits but the view and its replay do not: no replay."""
+    from types import SimpleNamespace
+
+    ctx = SimpleContextManager(replay_last_user_on_compaction=True)
+    ctx._sticky_level = 3
+    words = INSTRUCTION * 40
+    view = [*crafted(user(words)), result(2, 50)]
+    size = ctx._counts().total(view)
+    with_replay = size + ctx._counts().total([expected_replay(words)])
+    for window in range(4_000, 40_000, 50):
+        ctx._budget_reading = SimpleNamespace(context_window=window, max_output_tokens=1_000)
+        goal = ctx._limit_goal()
+        if goal is not None and size < goal < with_replay:
+            break
+    assert goal is not None and size < goal < with_replay
+    tight = list(view)
+    ctx._maybe_append_last_user_replay(tight, budget=with_replay * 2)  # the budget alone would take it
+    assert replays(tight) == []
+    ctx._budget_reading = SimpleNamespace(context_window=window * 4, max_output_tokens=1_000)
+    ctx._maybe_append_last_user_replay(view, budget=with_replay * 2)
+    assert replays(view) == [expected_replay(words)]

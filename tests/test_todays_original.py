@@ -77,7 +77,7 @@ def test_max_tokens_assigned_live_is_a_cap_from_then_on():
 def test_a_bad_max_tokens_warns_and_runs_uncapped(caplog, value):
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         context = SimpleContextManager(max_tokens=value)
-    assert "max_tokens" in caplog.text and "no cap" in caplog.text
+    assert "max_tokens" in caplog.text and "no limit" in caplog.text and "write" in caplog.text
     assert context.max_tokens is None
     assert context._calculate_budget(None, ONE_MILLION) == 931_904
 
@@ -93,7 +93,7 @@ async def test_context_budget_is_emitted_when_the_effective_budget_changes():
     events = hooks.named("context:budget")
     assert len(events) == 2
     assert events[0] == {
-        "source": "provider",
+        "source": "provider_defaults",
         "context_window": 1_000_000,
         "max_output_tokens": 128_000,
         "derived_budget": 931_904,
@@ -303,3 +303,15 @@ async def test_todays_keys_mount_without_an_unknown_key_warning(caplog):
     assert not caplog.records
     context = coordinator.get("context")
     assert (context.max_tokens_fallback, context.max_tool_result_bytes) == (150_000, 65_536)
+
+
+def test_a_stub_that_would_save_nothing_or_drop_an_attachment_is_not_made() -> None:
+    """Today's original's _stub_user_message returns the message itself when nothing is worth compacting;
+    the ladder never asks for those, but a caller of the method gets the message back, not a stub."""
+    context = SimpleContextManager()
+    short = {"role": "user", "content": "short"}
+    image = {"role": "user", "content": [{"type": "text", "text": "look " * 40}, {"type": "image", "source": {}}]}
+    long_text = {"role": "user", "content": "the project lives at ~/Desktop/ora, " * 10}
+    assert context._stub_user_message(short) is short
+    assert context._stub_user_message(image) is image
+    assert context._stub_user_message(long_text)["_stubbed"] is True

@@ -117,6 +117,8 @@ IGNORED = [
     pytest.param(with_usage({"input_tokens": "12000"}), id="input-string"),
     pytest.param(with_usage({"input_tokens": True}), id="input-bool"),
     pytest.param(with_usage({"input_tokens": -5}), id="input-negative"),
+    pytest.param(with_usage({"input_tokens": 0, "output_tokens": 5}), id="input-zero"),
+    pytest.param(with_usage({"input_tokens": 0, "cache_write_tokens": 0}), id="input-zero-write-zero"),
     pytest.param(with_usage("input_tokens=10 output_tokens=2"), id="usage-pydantic-repr"),
     pytest.param(with_usage([1, 2]), id="usage-list"),
     pytest.param("not json", id="payload-garbage-string"),
@@ -330,13 +332,14 @@ async def test_guard_compares_the_anchor_with_the_view_sent_not_the_history():
 
 
 @pytest.mark.asyncio
-async def test_a_zero_anchor_is_rejected():
+async def test_a_zero_reading_is_no_anchor():
     s = await mounted("hybrid")
     await s.add(user("hello"))
     await s.request()
     await s.respond_tokens(0)
     await s.request()
-    assert s.stats["anchor_rejected"] is True and s.stats["kind"] == "estimated"
+    assert s.stats["kind"] == "estimated" and s.stats["anchor_tokens"] is None  # as before any reading
+    assert s.ctx._anchor_seq is None and s.ctx.fault_stats["usage_events_ignored"] == 1
 
 
 # ----- G-METER-PROVENANCE -------------------------------------------------------------------------
@@ -787,3 +790,21 @@ async def test_incremental_hybrid_tail_equals_the_full_scan(monkeypatch, variant
             await ctx._on_llm_response("llm:response", {"usage": {"input_tokens": ctx._last_sent_estimate}})
         await ctx.add_message(message)
     assert len(checked) > 20 and sum(checked) > len(checked) // 2, (len(checked), sum(checked))
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("mode", ("actual", "hybrid"))
+async def test_a_reading_of_zero_never_turns_compaction_off(mode):
+    """A provider that reports ``input_tokens: 0`` after every call (a placeholder, an aborted call) says
+    nothing about the prompt: the meter keeps compacting on its estimate, and every view fits the budget."""
+    s = await mounted(mode)
+    await s.add(user("Please investigate the failing build."))
+    views = []
+    for i in range(60):
+        await s.add(*rounds(1, chars=1_200, start=i))
+        views.append(await s.request())
+        await s.respond_tokens(0)
+    assert s.compactions() > 0
+    assert max(estimate_tokens(wire_form(m) for m in view) for view in views[-20:]) <= BUDGET
+    assert s.ctx._last_measured_prompt_tokens is None
+    assert s.ctx.fault_stats["usage_events_ignored"] == len(views)

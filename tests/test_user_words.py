@@ -76,7 +76,15 @@ async def test_a_correction_that_does_not_fit_the_share_reaches_the_ledger():
     assert any(text in ledger for text in corrections)
 
 
-@pytest.mark.parametrize("value", [-0.1, 0.95, "0.95", "a fifth"])  # "0.1" is read as 0.1 (issue 31)
-def test_user_words_share_is_a_fraction_in_0_to_0_9(value):
+@pytest.mark.parametrize("value", ["a fifth", [0.2], True, float("nan")])  # "0.1" is read as 0.1 (issue 31)
+def test_user_words_share_of_a_wrong_type_is_refused(value):
     with pytest.raises(ValueError, match="user_words_share"):
         SimpleContextManager(user_words_share=value)
+
+
+@pytest.mark.parametrize(("value", "used"), [(-0.1, 0.0), (0.95, 0.9), ("0.95", 0.9), (1.5, 0.9)])
+def test_user_words_share_out_of_range_warns_and_runs_at_the_nearest_end(value, used, caplog):
+    """Issue 42 point 4: one rule for every key, out of range warns (it raised for this module's own keys)."""
+    with caplog.at_level("WARNING", logger="amplifier_module_context_simple"):
+        assert SimpleContextManager(user_words_share=value).user_words_share == used
+    assert "user_words_share" in caplog.text and f"using {used:g}" in caplog.text
