@@ -78,6 +78,8 @@ DEFAULTS: dict[str, Any] = {
     # per tool result in the view.
     "max_tokens_fallback": UNSET_MAX_TOKENS,
     "max_tool_result_bytes": DEFAULT_MAX_TOOL_RESULT_BYTES,
+    # A tool result's view copy capped at this share of the budget too (result_share.py); None: off.
+    "max_tool_result_share": None,
     # Evidence-preserving compaction (evidence.py, ledger.py) and presets (presets.py); off by default.
     "evidence_ledger_share": 0.0,
     "evidence_ledger_segments": False,  # an append-only ledger (ledger_segments.py)

@@ -169,6 +169,20 @@ def _own_fraction(high: float) -> Callable[[str, Any], float]:
 _share = _fraction(low_open=False)
 
 
+def _optional_share(key: str, value: Any) -> float | None:
+    """A share of this module's own that may be off: None or 0 (off), or a share of the budget in (0, 1]. The
+    one rule of every key: a wrong type raises; a number outside warns and runs at the nearest end (0: off)."""
+    if value is None:
+        return None
+    if not _is_number(value):
+        raise _bad(key, value, "null, or a number in (0, 1]")
+    if not 0 <= value <= 1:
+        used = min(1.0, max(0.0, float(value)))
+        warn("%s=%r is outside [0, 1]%s; using %g", key, value, percent_hint(value), used)
+        return used or None
+    return float(value) or None
+
+
 def _protected_share(key: str, value: Any) -> float:
     # The original's int(n * (1 - share)) protects everything above 1 and nothing below 0: clamp to say so.
     return min(1.0, max(0.0, _share(key, value)))
@@ -322,6 +336,7 @@ _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "max_messages": _max_messages,
     "max_tokens_fallback": _fallback_tokens,
     "max_tool_result_bytes": _result_bytes,
+    "max_tool_result_share": _optional_share,
     "evidence_ledger_share": _own_fraction(high=0.9),
     "evidence_ledger_segments": boolean,
     "recall_tool": boolean,
@@ -364,6 +379,7 @@ NUMERIC_KEYS = (
     "max_messages",
     "max_tokens_fallback",
     "max_tool_result_bytes",
+    "max_tool_result_share",
     "evidence_ledger_share",
     "user_words_share",
 )

@@ -32,6 +32,7 @@ from .recall_direct import RecallInputs, view_gaps, warn_if_not_taken
 from .recall_search import MessageTexts
 from .refusal import RefusalLimit
 from .repair_mirror import RepairMirror, repair_working
+from .result_share import ingress_limit
 from .state import FIELDS, adopt_snapshot, build_snapshot, validate_snapshot
 from .state_config import warn_config_differs
 from .summary import Summary
@@ -95,6 +96,7 @@ class SimpleContextManager(LiveOptions):
         preset: str | None = _D["preset"],
         max_tokens_fallback: int = _D["max_tokens_fallback"],
         max_tool_result_bytes: int | None = _D["max_tool_result_bytes"],
+        max_tool_result_share: float | None = _D["max_tool_result_share"],
         user_words_share: float = _D["user_words_share"],
         evidence_ledger_segments: bool = _D["evidence_ledger_segments"],
         recall_tool: bool = _D["recall_tool"],
@@ -237,7 +239,7 @@ class SimpleContextManager(LiveOptions):
         self._adopt_edits()
         started = self._decisions  # this history's decisions: every write below goes to them, or none does
         budget = await self._budget_for(token_budget, provider)  # budget and notice reserve (budget.py)
-        working = await self._working_messages(started)  # working messages, repaired (view_cache.py, repair.py)
+        working = await self._working_messages(started, budget)  # working messages, repaired (view_cache.py, repair.py)
         count, estimated, kind = await self._metered(working, budget, started)  # the meter (token_meter.py)
         if self.compaction_strategy == COMPACTION_STRATEGY_SUMMARY:
             self._summary.maybe_trigger(count, budget, self._summary_inputs())  # summary.py
@@ -296,7 +298,7 @@ class SimpleContextManager(LiveOptions):
             self._summary.cached_provider = provider
         return effective_budget(budget, self.compaction_notice_token_reserve, self.compaction_notice_enabled)
 
-    async def _working_messages(self, started: Decisions) -> list[Message]:
+    async def _working_messages(self, started: Decisions, budget: int) -> list[Message]:
         """The system prompt (factory or stored) and the history, without a tool group still in flight,
         repaired for the provider (repair_mirror.py) and noted for the view cache."""
         factory, prompt = self._system_prompt_factory, None
@@ -305,7 +307,7 @@ class SimpleContextManager(LiveOptions):
                 factory, self._last_good_system_prompt, self._fault_counts
             )
         self._check(started)  # before the view cache counts this request as one reading its list
-        self._ingress.limit = self.max_tool_result_bytes
+        self._ingress.limit = ingress_limit(self.max_tool_result_bytes, self.max_tool_result_share, budget)
         working = self._view_cache.working(self.messages, prompt, kept_with_factory, self._ingress)
         for payload in self._ingress.take_pending():
             await self._emit("context:tool_result_ingress_truncated", payload)

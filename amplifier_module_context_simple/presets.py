@@ -13,6 +13,14 @@ from typing import Any
 # Every preset keeps the newest user messages verbatim within this share of the budget (issue 23): the
 # user's corrections and constraints are the first thing users miss when a compacting agent loses them.
 USER_WORDS_SHARE = 0.2
+# Every preset caps a tool result's view copy at this share of the budget (issue 39, result_share.py): in a
+# small window one result no longer fills the view, so two fit under the trigger and a boundary (a rewrite
+# of the whole view at the cache's write price) comes on under 0.40 of the requests instead of about half;
+# in a roomy window no result reaches the cap and nothing changes.
+RESULT_SHARE = 0.25
+# A preset without a notice caps lower: under a host that appends its reminders to the last message, a view
+# ending in a tool result bills that result uncached (a notice after it would carry the reminders instead).
+RESULT_SHARE_NO_NOTICE = 0.2
 
 PRESETS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
     {
@@ -22,6 +30,7 @@ PRESETS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
                 "evidence_ledger_share": 0.7,
                 "target_usage": 0.30,
                 "user_words_share": USER_WORDS_SHARE,
+                "max_tool_result_share": RESULT_SHARE,
                 "protect_in_tokens": True,
                 "compaction_notice_verbosity": "minimal",
             }
@@ -34,19 +43,28 @@ PRESETS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
                 "evidence_ledger_share": 0.75,
                 "target_usage": 0.20,
                 "user_words_share": USER_WORDS_SHARE,
+                "max_tool_result_share": RESULT_SHARE_NO_NOTICE,
                 "protect_in_tokens": True,
                 "compaction_notice_enabled": False,
                 "protected_tool_results": 1,
             }
         ),
-        # Pay less, and still forget less than the default.
+        # Pay less, and still forget less than the default (issue 39: at most 0.75 of its bill at half its
+        # miss, on the held-out half). A ledger room of 0.105 of the budget leaves a small view after a
+        # boundary, and with a small view the trigger that costs least is lower than the default's: a
+        # boundary rewrites the view at the write price, every request re-reads it at the read price, so
+        # the cheapest gap between view and trigger is sqrt(2 x write x view x growth / read), not the
+        # default's 0.42 of the budget. No notice: billed in full on every request, and its reserve moves
+        # the trigger down further (tuned on the "tune" half of the transcripts).
         "evidence_lean": MappingProxyType(
             {
                 "evidence_ledger_share": 0.7,
                 "target_usage": 0.15,
+                "compact_threshold": 0.8,
                 "user_words_share": USER_WORDS_SHARE,
+                "max_tool_result_share": RESULT_SHARE_NO_NOTICE,
                 "protect_in_tokens": True,
-                "compaction_notice_verbosity": "minimal",
+                "compaction_notice_enabled": False,
             }
         ),
     }

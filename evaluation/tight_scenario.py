@@ -51,8 +51,9 @@ KINDS = ("read_file", "grep", "run_tests")
 class _Session:
     """The plain (OpenAI-style) session being generated, with what earlier results made known."""
 
-    def __init__(self, rng: random.Random) -> None:
+    def __init__(self, rng: random.Random, screenshots: bool = True) -> None:
         self.rng = rng
+        self.with_screenshots = screenshots
         self.messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}]
         self.paths: list[str] = ["src/pkg/loader_1.py"]
         self.names: list[str] = ["parse_header_1"]
@@ -141,7 +142,9 @@ def _turn(s: _Session, turn: int) -> None:
     rng = s.rng
     task = f"{TASKS[turn % len(TASKS)]} Start from {s.paths[-1]}."
     if turn % SCREENSHOT_EVERY == SCREENSHOT_EVERY - 1:
-        s.messages.append({"role": "user", "content": [{"type": "text", "text": task}, _screenshot(s)]})
+        image = _screenshot(s)  # drawn either way, so that a seed's calls and results do not depend on it
+        content = [{"type": "text", "text": task}, image] if s.with_screenshots else task
+        s.messages.append({"role": "user", "content": content})
     else:
         s.messages.append({"role": "user", "content": task})
     earlier = (rng.choice(s.paths), rng.choice(s.names))  # named by an earlier result, cited in the answer
@@ -160,9 +163,10 @@ def _turn(s: _Session, turn: int) -> None:
     s.messages.append({"role": "assistant", "content": answer})
 
 
-def plain_session(seed: int = 7) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The session in the plain OpenAI form, and its shape (turns, results, sizes, screenshots)."""
-    s = _Session(random.Random(seed))
+def plain_session(seed: int = 7, screenshots: bool = True) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The session in the plain OpenAI form, and its shape (turns, results, sizes, screenshots). Without
+    screenshots a seed gives the same session less its image blocks (their bytes are still drawn)."""
+    s = _Session(random.Random(seed), screenshots)
     for turn in range(TURNS):
         _turn(s, turn)
     shape = {
@@ -170,7 +174,7 @@ def plain_session(seed: int = 7) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         "tool_results": len(s.results),
         "result_kb_min": RESULT_KB[0],
         "result_kb_max": RESULT_KB[1],
-        "screenshots": s.screenshots,
+        "screenshots": s.screenshots if screenshots else 0,
         "context_window": CONTEXT_WINDOW,
         "max_output_tokens": MAX_OUTPUT_TOKENS,
         "input_limit": CONTEXT_WINDOW - MAX_OUTPUT_TOKENS,
@@ -180,9 +184,9 @@ def plain_session(seed: int = 7) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     return s.messages, shape
 
 
-def tight_workload(seed: int = 7) -> tuple[Workload, dict[str, Any]]:
+def tight_workload(seed: int = 7, screenshots: bool = True) -> tuple[Workload, dict[str, Any]]:
     """The scenario as the harness replays it: host-shaped, reminders billed, the provider's window fixed."""
-    messages, shape = plain_session(seed)
+    messages, shape = plain_session(seed, screenshots)
     workload = Workload(
         NAME,
         host_shape(messages, seed),

@@ -81,6 +81,7 @@ NUMBERS: dict[str, int | float] = {
     "max_messages": 50,
     "evidence_ledger_share": 0.5,
     "user_words_share": 0.2,
+    "max_tool_result_share": 0.25,
 }
 
 

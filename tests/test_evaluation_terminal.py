@@ -33,6 +33,7 @@ COMMANDS = [
     "evaluation.studies.tail_retention",
     "evaluation.studies.clear_at_least_gate",
     "evaluation.studies.tight_window",
+    "evaluation.studies.bill_split",
     "evaluation.studies.calls_kept",
     "evaluation.studies.host_parity",
 ]

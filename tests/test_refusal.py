@@ -373,8 +373,9 @@ async def test_the_learned_limit_is_saved_restored_and_older_snapshots_restore_w
     resumed = SimpleContextManager()
     await resumed.set_messages(await ctx.get_messages())
     resumed.restore_state(state)
-    await ctx.add_message(user("go on"))
-    await resumed.add_message(user("go on"))
+    # One stamped message for both: unstamped, each would get its own clock's timestamp.
+    await ctx.add_message(stamped(user("go on")))
+    await resumed.add_message(stamped(user("go on")))
     view = await ctx.get_messages_for_request(provider=provider)
     assert json.dumps(await resumed.get_messages_for_request(provider=provider)) == json.dumps(view)
     assert provider.count(view) <= REFUSE_ABOVE

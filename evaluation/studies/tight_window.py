@@ -34,6 +34,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
         "--arms", metavar="NAMES", help="comma-separated arm names (default: every arm of the main run but none)"
     )
     p.add_argument("--seed", type=int, default=7, help="seed of the generated session")
+    p.add_argument(
+        "--no-screenshots", action="store_true", help="the same session without its image blocks (text only)"
+    )
     cli.add_jobs(p, "worker processes (default: the cores, at most 4)")
     cli.add_no_tiktoken(p)
     p.add_argument("--out", type=Path, metavar="FILE", help="also write the section (markdown) and FILE.json here")
@@ -48,7 +51,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 def run(args: argparse.Namespace) -> int:
     arms = tight_arms([arm_by_name(name) for name in args.arms])
-    workload, shape = tight_workload(args.seed)
+    workload, shape = tight_workload(args.seed, not args.no_screenshots)
     settings = Settings(prices=Prices())
     with cli.StageProgress("replaying the tight window") as progress:
         runs = run_all(arms, [workload], settings, args.jobs or default_jobs(), not args.no_tiktoken, progress)
