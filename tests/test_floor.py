@@ -117,7 +117,10 @@ async def test_an_exempt_result_over_the_limit_keeps_the_users_words(caplog):
     # the task, and the view still went out past the limit. Now the user's words stay, and one warning says
     # the view does not fit.
     coordinator = MockCoordinator()
-    await mount(coordinator, {"preset": "evidence", "tool_result_exempt_tools": ["read_file"]})
+    # The preset's result cap (issue 39, result_share.py) would clip the big results in the view from their
+    # first request, and the view would fit: off here, to see what the floor keeps past the limit.
+    config = {"preset": "evidence", "tool_result_exempt_tools": ["read_file"], "max_tool_result_share": None}
+    await mount(coordinator, config)
     ctx = coordinator.get("context")
     task = "Audit the loader; " + "quote the lines you rely on. " * 20
     corrections = [f"Correction {i}: never touch the parser module; " + "keep the API. " * 30 for i in range(4)]
