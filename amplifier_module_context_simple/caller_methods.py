@@ -14,6 +14,7 @@ from .config import parse_clear_at_least
 from .estimate import CountCache, estimate_tokens, seq_of
 from .evidence import recall_note
 from .ladder import LadderOps
+from .original_names import is_max_tokens_explicit
 from .refusal import parse_refusal
 from .replay import append_replay, is_real_user_message, turn_prompt_seq
 from .sticky import apply_decisions, last_results
@@ -283,6 +284,25 @@ def _exceeds_threshold(self: Any, estimated: int, budget: int) -> bool:
     return self._meter.exceeds_threshold(self._decisions, self.token_meter, self.compact_threshold, estimated, budget)
 
 
+def _estimate_message_tokens(self: Any, message: Any) -> int:
+    """One message's count (an earlier original's name): the list count is the sum of these, so a
+    subclass's estimator is honoured (original_names.py)."""
+    return self._estimate_tokens([message])
+
+
+def _record_removed(self: Any, message_or_seq: Message | int) -> None:
+    """Record a sticky removal. The spec names this path and the original passes it a stored message;
+    this module's callers pass its ``_seq``: both are accepted (a message without one records nothing)."""
+    seq = message_or_seq if isinstance(message_or_seq, int) else seq_of(message_or_seq)
+    if seq is not None:
+        self._decisions.record_removed(seq)
+
+
+def max_tokens_explicit(self: Any) -> bool:
+    """Whether ``max_tokens`` was set and so caps the provider-derived budget (original_names.py)."""
+    return is_max_tokens_explicit(self.max_tokens)
+
+
 def _extract_seq(message: Any) -> int | None:
     return seq_of(message)
 
@@ -352,4 +372,6 @@ METHODS: tuple[Callable[..., Any], ...] = (
     _has_sticky_state,
     _maybe_append_last_user_replay,
     _protected_tool_indices,
+    _estimate_message_tokens,
+    _record_removed,
 )

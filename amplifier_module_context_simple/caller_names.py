@@ -18,6 +18,7 @@ from .caller_methods import (
     _learned_limit_get,
     _learned_limit_set,
     last_summary_call_stats,
+    max_tokens_explicit,
 )
 from .manager_wiring import WIRING
 
@@ -100,6 +101,7 @@ def install_caller_names(cls: type) -> type:
             setattr(cls, method.__name__, method)
     cls._extract_seq = staticmethod(_extract_seq)  # also called on the class
     cls.last_summary_call_stats = property(last_summary_call_stats)
+    cls.max_tokens_explicit = property(max_tokens_explicit)
     cls._input_readings = property(_input_readings_get, _input_readings_set)
     cls._learned_limit = property(_learned_limit_get, _learned_limit_set)
     return cls

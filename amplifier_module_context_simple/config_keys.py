@@ -83,6 +83,7 @@ DEFAULTS: dict[str, Any] = {
     # Evidence-preserving compaction (evidence.py, ledger.py) and presets (presets.py); off by default.
     "evidence_ledger_share": 0.0,
     "evidence_ledger_segments": False,  # an append-only ledger (ledger_segments.py)
+    "evidence_ledger_dense": False,  # more evidence lines per token in the ledger (ledger_dense.py)
     "recall_tool": False,  # mount the context_recall tool (recall.py)
     # The newest user messages within this share of the budget are never stubbed (presets set it).
     "user_words_share": 0.0,

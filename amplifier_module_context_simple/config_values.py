@@ -339,6 +339,7 @@ _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "max_tool_result_share": _optional_share,
     "evidence_ledger_share": _own_fraction(high=0.9),
     "evidence_ledger_segments": boolean,
+    "evidence_ledger_dense": boolean,
     "recall_tool": boolean,
     "user_words_share": _own_fraction(high=0.9),
     "protect_in_tokens": boolean,

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from . import evidence_text as et
-from . import ledger
+from . import ledger, ledger_dense
 from . import ledger_segments as segs
 from .estimate import seq_of
 from .floor import Goals
@@ -30,8 +30,8 @@ Message = dict[str, Any]
 logger = logging.getLogger("amplifier_module_context_simple")
 LEDGER_CEILING = 0.8  # a ledger never takes the view past this share of the trigger
 # The most of a ledger's room what the agent did (its removed tool calls' lines) takes before tool
-# output; the output always keeps the rest. Tuned on one half of the shipped transcripts (0.25 to 1.0).
-CALL_ROOM_SHARE = 0.75
+# output; the output always keeps the rest (``evidence_ledger_dense`` lets the calls take it all).
+CALL_ROOM_SHARE = ledger_dense.STANDARD.call_room_share
 
 
 class LedgerInputs(NamedTuple):
@@ -39,6 +39,7 @@ class LedgerInputs(NamedTuple):
 
     share: float  # evidence_ledger_share
     segments: bool  # evidence_ledger_segments
+    dense: bool  # evidence_ledger_dense (ledger_dense.py)
     target_usage: float
     compact_threshold: float
     user_words_share: float
@@ -171,13 +172,16 @@ class EvidenceLedger:
         """The ledger's lines, in turn: when user words are kept (``user_words_share``), the stubbed user
         messages' lines first (the user's words that did not fit verbatim reach the ledger, never
         silently); then the removed tool calls' own lines, within ``CALL_ROOM_SHARE`` of the room (what
-        the agent did outranks what its tools printed); then every other line in the room left."""
+        the agent did outranks what its tools printed); then every other line in the room left. With
+        ``evidence_ledger_dense``, the denser ranking of ledger_dense.py."""
         users = [inputs.user_words_share > 0 and is_real_user_message(m) for m in messages]
         tiers = [([s if u else () for s, u in zip(sources, users, strict=True)], room)] if any(users) else []
         others = [() if u else s for s, u in zip(sources, users, strict=True)]
-        tiers.append(([tuple(line for line in lines if line[3]) for lines in others], int(room * CALL_ROOM_SHARE)))
+        ranking = ledger_dense.ranking(inputs.dense)
+        calls = [tuple(line for line in lines if line[3]) for lines in others]
+        tiers.append((calls, int(room * ranking.call_room_share)))
         tiers.append((others, room))
-        return ledger.select_in_turn(tiers, known, room)
+        return ledger.select_in_turn(tiers, known, room, ranking)
 
     def _fit_lines(self, lines: list[str], removed: int, allowed: int, count: Any, note: str) -> list[str]:
         """``lines`` cut until their ledger message fits ``allowed`` tokens of the configured counter (the

@@ -19,6 +19,7 @@ from typing import Any
 from . import envelope
 from . import evidence_text as et
 from .estimate import seq_of
+from .ledger_dense import STANDARD, Ranking
 from .recall import NOTE as RECALL_NOTE
 
 Message = dict[str, Any]
@@ -172,10 +173,12 @@ def select(sources: list[tuple[Line, ...]], known: set[str], budget_tokens: int)
     return [line for _position, line in sorted(_choose(sources, known, budget_tokens))]
 
 
-def select_in_turn(tiers: list[tuple[list[tuple[Line, ...]], int]], known: set[str], room: int) -> list[str]:
+def select_in_turn(
+    tiers: list[tuple[list[tuple[Line, ...]], int]], known: set[str], room: int, ranking: Ranking = STANDARD
+) -> list[str]:
     """Lines chosen tier by tier (each a ``sources`` list aligned with the others, and the most of the
     room it may take): a tier picks as :func:`select` does within what the earlier tiers left, knowing
-    the identifiers they kept. In history order, each line once."""
+    the identifiers they kept, scored by ``ranking`` (ledger_dense.py). In history order, each line once."""
     chosen: list[tuple[int, str]] = []
     known = set(known)
     taken: set[str] = set()
@@ -183,7 +186,7 @@ def select_in_turn(tiers: list[tuple[list[tuple[Line, ...]], int]], known: set[s
         left = room - sum(_line_cost(line) for _position, line in chosen)
         if left <= 0:
             break
-        picked = _choose(sources, known, min(cap, left), taken)
+        picked = _choose(sources, known, min(cap, left), taken, ranking)
         newly = {line for _position, line in picked}
         if newly:  # every occurrence's identifiers (a call line and a text line may read one string apart)
             known.update(token for lines in sources for line in lines if line[0] in newly for token in line[1])
@@ -198,7 +201,11 @@ def _line_cost(line: str) -> int:
 
 
 def _choose(
-    sources: list[tuple[Line, ...]], known: set[str], budget_tokens: int, taken: Container[str] = ()
+    sources: list[tuple[Line, ...]],
+    known: set[str],
+    budget_tokens: int,
+    taken: Container[str] = (),
+    ranking: Ranking = STANDARD,
 ) -> list[tuple[int, str]]:
     """(message position, line) of the lines :func:`select` keeps, in the order they were ranked: by score
     (identifiers not in ``known``, plus a priority bonus, weighted toward later messages, per token of line),
@@ -216,9 +223,9 @@ def _choose(
             if line in seen or line in taken or len(line) > budget_tokens * et.CHARS_PER_TOKEN:
                 continue
             seen.add(line)
-            bonus = et.PRIORITY_BONUS if priority else 0
+            bonus = ranking.priority_bonus if priority else 0
             if all_tokens or bonus:
-                bound = (len(all_tokens) + bonus) * recency / _line_cost(line)
+                bound = ranking.score(len(all_tokens), priority, recency, line)
                 heap.append((-bound, -position, line, False, all_tokens, bonus, recency))
     heapq.heapify(heap)
     chosen: list[tuple[int, str]] = []
@@ -230,7 +237,7 @@ def _choose(
         if not exact:
             tokens = tokens - known
             if tokens or bonus:  # else no candidate at all
-                score = (len(tokens) + bonus) * recency / _line_cost(line)
+                score = ranking.score(len(tokens), bonus > 0, recency, line)
                 heapq.heappush(heap, (-score, negative_position, line, True, tokens, bonus, recency))
             continue
         cost = _line_cost(line)

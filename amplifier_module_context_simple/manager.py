@@ -27,6 +27,7 @@ from .ingress import IngressClipper
 from .limit import InputLimit
 from .live_options import LiveOptions, apply_preset
 from .notice import notice_message
+from .original_names import max_tokens_with_explicit_flag
 from .recall import RecallTool
 from .recall_direct import RecallInputs, view_gaps, warn_if_not_taken
 from .recall_search import MessageTexts
@@ -99,11 +100,14 @@ class SimpleContextManager(LiveOptions):
         max_tool_result_share: float | None = _D["max_tool_result_share"],
         user_words_share: float = _D["user_words_share"],
         evidence_ledger_segments: bool = _D["evidence_ledger_segments"],
+        evidence_ledger_dense: bool = _D["evidence_ledger_dense"],
         recall_tool: bool = _D["recall_tool"],
         auto_compact: bool = _D["auto_compact"],
         protect_in_tokens: bool = _D["protect_in_tokens"],
+        max_tokens_explicit: bool | None = None,  # an earlier original's flag: original_names.py
     ) -> None:
-        options = {k: v for k, v in locals().items() if k not in ("self", "hooks", "__class__")}
+        max_tokens = max_tokens_with_explicit_flag(max_tokens, max_tokens_explicit)
+        options = {k: v for k, v in locals().items() if k not in ("self", "hooks", "__class__", "max_tokens_explicit")}
         # The components first: checking the options may already note a problem on one (live_options.py).
         self._history = History()  # the stored messages, _seq, in-place edits (history.py)
         self._meter = TokenMeter()  # usage readings and the meter's stats (token_meter.py)

@@ -46,9 +46,9 @@ def _result_inputs(self: Any) -> ResultInputs:
 
 def _ledger_inputs(self: Any) -> LedgerInputs:
     """What the evidence ledger reads at a boundary (evidence.py)."""
-    share, segments = self.evidence_ledger_share, self.evidence_ledger_segments
+    share, segments, dense = self.evidence_ledger_share, self.evidence_ledger_segments, self.evidence_ledger_dense
     threshold, derive, faults = self.compact_threshold, self._tool_results.derive, self._fault_counts
-    return LedgerInputs(share, segments, self.target_usage, threshold, self.user_words_share, self.messages,
+    return LedgerInputs(share, segments, dense, self.target_usage, threshold, self.user_words_share, self.messages,
                         self._recall_mounted, self._counts(), derive, faults)  # fmt: skip
 
 

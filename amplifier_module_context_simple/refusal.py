@@ -295,8 +295,10 @@ class RefusalLimit:
         return {"length_refusals": self.refusals, "learned_input_limit": self.learned.limit if self.learned else None}
 
     def saved(self) -> dict[str, Any] | None:
-        """What ``snapshot_state`` keeps (``meter.learned_limit``); None when nothing was learned."""
-        if self.learned is None and not self.refusals and not self.warned:
+        """What ``snapshot_state`` keeps (``meter.learned_limit``); None while nothing was read yet. The
+        readings seen and the far streak are kept even before anything is learned: a twin restored without
+        them would count the next far reading as the first and part from the session it resumes."""
+        if self.learned is None and not (self.refusals or self.events or self.streak or self.warned):
             return None
         learned = self.learned
         return {

@@ -191,7 +191,7 @@ def fork_instruction(prompt: str, span: list[Message]) -> str:
         f"{prompt}\n\nSCOPE OF THIS SUMMARY. Summarize ONLY the OLDEST part of the conversation above: "
         f"the first {len(span)} message(s) after the user's first message (which stays as it is), "
         "ending with the message quoted below. Messages already marked as a context summary stay where "
-        "they are: do not restate them. Do not summarize anything after the quoted message, and do not "
+        "they are: do not restate them. Do not summarize anything after it (the quoted message), and do not "
         f"describe this instruction.\n\n--- final message of the span (verbatim excerpt) ---\n{last}\n"
         "--- end excerpt ---"
     )

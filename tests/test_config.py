@@ -456,3 +456,13 @@ def test_the_fork_instruction_names_its_scope_and_does_not_resend_the_span() -> 
     assert "the first 6 message(s)" in text
     assert len(text) < len("Summarize.") + len(format_messages_for_summarization(span))
     assert "output line 5" in text and "output line 0" not in text  # only the final message is quoted
+
+
+def test_the_fork_instruction_keeps_the_originals_stop_sentence() -> None:
+    """Hosts and evaluations that grep the forked request for the original's wording find it (issue 37.4)."""
+    from amplifier_module_context_simple.summary_span import fork_instruction
+
+    span = [{"role": "user", "content": "first"}, {"role": "assistant", "content": "LAST OF THE SPAN"}]
+    text = fork_instruction("Summarize.", span)
+    stop = "Do not summarize anything after it"
+    assert stop in text and text.index(stop) < text.index("LAST OF THE SPAN")
