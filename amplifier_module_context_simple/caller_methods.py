@@ -22,6 +22,7 @@ from .summary import fork_armed, summary_message, view_form
 from .summary_span import format_messages_for_summarization, prefix_contains_span, snap_absorb_boundary
 from .token_counter import resolve_counter
 from .token_meter import continue_result
+from .tool_results import ToolResults
 
 Message = dict[str, Any]
 logger = logging.getLogger("amplifier_module_context_simple")
@@ -69,7 +70,9 @@ def _clip_tool_result(self: Any, message: Message, tokens: int) -> Message:
 
 
 def _stub_user_message(self: Any, message: Message) -> Message:
-    return self._tool_results.stub(message)
+    """The stub of a long user message, or the message itself (tool_results.py). The original's tests call
+    it on a bare instance (``SimpleContextManager.__new__``): with no component yet, a fresh one stubs it."""
+    return (self.__dict__.get("_tool_results") or ToolResults()).stub(message)
 
 
 def _needs_tool_names(self: Any) -> bool:
