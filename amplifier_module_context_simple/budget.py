@@ -193,33 +193,40 @@ def warn_over_budget(
     )
 
 
-class BudgetMixin:
-    """The budget of SimpleContextManager's request: ``_calculate_budget`` (a name callers of the
-    original rely on), the fallback, and ``context:budget`` when the effective budget changes."""
+class Budget:
+    """The request's budget (``_calculate_budget``, a name callers of the original rely on, is the manager's
+    thin call of :meth:`calculate`), the last one reported in ``context:budget``, and the fallback. The
+    provider's input limit (limit.py) is the manager's, beside it. Nothing here reads the manager."""
 
-    def _calculate_budget(self, token_budget: int | None, provider: Any) -> int:
-        """Explicit budget, else the provider's window minus reserved output, else the fallback; a
-        ``max_tokens`` that was set caps the last two (budget.py)."""
+    def __init__(self) -> None:
+        self.reading: BudgetReading | None = None
+        self.reported: BudgetReading | None = None
+
+    def calculate(
+        self, token_budget: int | None, provider: Any, max_tokens: Any, max_tokens_fallback: Any, reserve: float
+    ) -> tuple[int, bool]:
+        """(effective budget, whether asking the provider failed): explicit budget, else the provider's
+        window minus reserved output, else the fallback; a ``max_tokens`` that was set caps the last two."""
+        failed = False
         if token_budget is not None:
-            reading = explicit_budget(token_budget, self.max_tokens, self.max_tokens_fallback)
+            reading = explicit_budget(token_budget, max_tokens, max_tokens_fallback)
         else:
-            window, failed = provider_window(provider, self.output_reserve_fraction)
-            if failed:
-                self._fault_counts["provider_info_failures"] += 1
-            reading = read_budget(window, self.max_tokens, self.max_tokens_fallback)
-        self._budget_reading = reading
-        return reading.effective_budget
+            window, failed = provider_window(provider, reserve)
+            reading = read_budget(window, max_tokens, max_tokens_fallback)
+        self.reading = reading
+        return reading.effective_budget, failed
 
-    def _fallback_budget(self) -> int:
-        """The budget with no explicit budget and no provider window."""
-        return read_budget(None, self.max_tokens, self.max_tokens_fallback).effective_budget
+    def change(self) -> dict[str, Any] | None:
+        """The ``context:budget`` payload when this request's effective budget differs from the last one
+        reported, else None (a reading that changed only otherwise is recorded silently)."""
+        reading = self.reading
+        if reading is None or reading == self.reported:
+            return None
+        changed = self.reported is None or reading.effective_budget != self.reported.effective_budget
+        self.reported = reading
+        return reading.payload() if changed else None
 
-    async def _emit_budget_change(self) -> None:
-        """``context:budget`` when this request's effective budget differs from the last one reported."""
-        reading = self._budget_reading
-        if reading is None or reading == self._budget_reported:
-            return
-        changed = self._budget_reported is None or reading.effective_budget != self._budget_reported.effective_budget
-        self._budget_reported = reading
-        if changed and self._hooks is not None:
-            await self._emit("context:budget", reading.payload())
+
+def fallback_budget(max_tokens: Any, max_tokens_fallback: Any) -> int:
+    """The budget with no explicit budget and no provider window."""
+    return read_budget(None, max_tokens, max_tokens_fallback).effective_budget

@@ -3,8 +3,11 @@ cold prompt-cache rebuild it causes, and fail loud when refusing becomes a habit
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
+
+logger = logging.getLogger("amplifier_module_context_simple")
 
 
 @dataclass(frozen=True)
@@ -61,3 +64,26 @@ def failure_message(
         f"{pending['budget']:,}. Lower compact_clear_at_least, lower "
         "protected_recent/protected_tool_results, or raise the budget -- compacting harder will not help."
     )
+
+
+def refuse(
+    verdict: Verdict,
+    pending: dict[str, Any],
+    level: int,
+    decisions: Any,
+    raw: Any,
+    cap: int,
+    knobs: dict[str, Any],
+) -> dict[str, Any]:
+    """Roll a refused escalation back on the history's ``decisions`` (its sticky sets and the ledger it
+    may have recorded), count the skip, and return the ``context:compaction-skipped`` payload; the
+    ``cap``-th consecutive refusal raises the fail-loud RuntimeError instead. Moved from manager.py."""
+    decisions._clear_at_least_skips += 1
+    decisions.restore_sticky(pending["sticky"])
+    decisions._ledger = pending.get("ledger")
+    decisions._ledger_segments = pending.get("ledger_segments", ())
+    skips = decisions._clear_at_least_skips
+    if skips >= cap:
+        raise RuntimeError(failure_message(raw, verdict, pending, level, skips, cap, knobs))
+    logger.info("context-simple: compaction skipped: freed %d < required %d", verdict.freed, verdict.required)
+    return skipped_payload(verdict, pending, level, skips, cap, knobs)

@@ -14,8 +14,12 @@ the current object (:class:`DecisionAttribute`).
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, fields
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
+
+T = TypeVar("T")
 
 
 @dataclass(eq=False)
@@ -109,3 +113,32 @@ def install(cls: type) -> type:
     for name in NAMES:
         setattr(cls, name, DecisionAttribute(name))
     return cls
+
+
+class HistoryReplaced(Exception):  # noqa: N818 - a signal to start again, not an error
+    """Raised inside a request when the history was replaced (``set_messages``, ``clear``,
+    ``restore_state``, an in-place edit) while it awaited: nothing it decided landed in the new
+    history's :class:`Decisions`, and :func:`restarts_when_replaced` builds the view again."""
+
+
+def restarts_when_replaced(attempts: int) -> Callable[[Callable[..., Awaitable[T]]], Callable[..., Awaitable[T]]]:
+    """Run the wrapped request again on the current history when it raised :class:`HistoryReplaced`;
+    ``attempts`` times in a row is a host replacing the history from a hook on every request."""
+
+    def wrap(request: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
+        @functools.wraps(request)
+        async def again(*args: Any, **kwargs: Any) -> T:
+            for _attempt in range(attempts):
+                try:
+                    return await request(*args, **kwargs)
+                except HistoryReplaced:
+                    continue
+            raise RuntimeError(
+                "context-simple: the history was replaced (set_messages, clear, restore_state or an in-place "
+                f"edit) while each of {attempts} attempts to build a view awaited a hook or the system prompt "
+                "factory"
+            )
+
+        return again
+
+    return wrap

@@ -7,14 +7,17 @@ the one rule of presets: explicit keys always win.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .config import _PAIRED, _VALIDATORS, DEFAULTS, _check_consistency, normalize_options
-from .config_base import closest_name, warn, warning_scope
+from .config import _PAIRED, _VALIDATORS, DEFAULTS, _check_consistency, normalize_options, unknown_keyword_error
+from .config_base import closest_name, current_scope, warn, warning_scope
+from .config_words import checked_preset
 from .presets import preset_settings
-from .tool_results import spill_dir_problem
+from .spill import spill_dir_problem
 
 
 def _warn_missing_prompt(owner: Any, path: str | None) -> None:
@@ -82,10 +85,9 @@ def _preset_changes(old: Any, new: Any, explicit: set[str]) -> dict[str, Any]:
 
 
 class LiveOptions:
-    """Base class whose config attributes (every key of the table) are validated when assigned."""
-
-    _prompt_path_reported: str | None = None
-    _spill_failure_reported: str | None = None  # the spill directory whose write failures were reported
+    """Base class whose config attributes (every key of the table) are validated when assigned. The
+    environment checks note what they reported on the owner (``_prompt_path_reported``,
+    ``_spill_failure_reported``: the summary's and the tool results' components, caller_names.py)."""
 
     def __setattr__(self, name: str, value: Any) -> None:
         # A misspelled key (ctx.target_usgae = 0.3) would silently create an attribute nothing reads.
@@ -103,7 +105,7 @@ class LiveOptions:
 
     def _apply_options(self, options: Mapping[str, Any]) -> None:
         """Validate a full set of options together (the constructor's), then adopt them."""
-        self.__dict__.setdefault("_explicit_keys", set())  # presets.apply_preset names the given ones
+        self.__dict__.setdefault("_explicit_keys", set())  # apply_preset (below) names the given ones
         normalized = normalize_options(options)
         _check_consistency(normalized)
         self.__dict__.update(normalized)
@@ -114,3 +116,33 @@ class LiveOptions:
 
 for _key in _VALIDATORS:
     setattr(LiveOptions, _key, _LiveOption(_key))
+
+
+# Moved here from presets.py (issue 38), so presets.py imports nothing of config (no import circle).
+def apply_preset(init: Callable[..., None]) -> Callable[..., None]:
+    """Wrap a constructor so ``preset=NAME`` fills every keyword the caller did not pass explicitly."""
+    signature = inspect.signature(init)
+
+    @functools.wraps(init)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> None:
+        try:
+            given = signature.bind_partial(self, *args, **kwargs).arguments
+        except TypeError as error:
+            raise unknown_keyword_error(error, kwargs) from None
+        # A misspelled preset warns (naming the closest) and means none; a wrong type raises.
+        for key, value in preset_settings(checked_preset(given.get("preset"))).items():
+            if key not in given:
+                kwargs[key] = value
+        # The keys the caller gave: a preset assigned live later never overrides them (config.py).
+        self.__dict__["_explicit_keys"] = set(given) - {"self", "hooks", "preset"}
+        init(self, *args, **kwargs)
+
+    @functools.wraps(init)
+    def scoped(self: Any, *args: Any, **kwargs: Any) -> None:
+        # One session's warnings: mount()'s scope if it opened one, else this manager's own (config_base).
+        said = current_scope()
+        self.__dict__["_said_warnings"] = said if said is not None else set()
+        with warning_scope(self.__dict__["_said_warnings"]):
+            wrapper(self, *args, **kwargs)
+
+    return scoped

@@ -1,93 +1,61 @@
-"""SimpleContextManager: the stored history, its sticky compaction state, and one request's path.
+"""SimpleContextManager: the stored history, the components it owns, and one request's path.
 
-The history in ``self.messages`` is the source of truth and is never rewritten; each request gets
-a new *view*. Policy lives in the sibling modules (ladder, tool_results, token_meter, replay,
-clear_at_least, notice, summary); this class keeps the state and reads top to bottom in
-``get_messages_for_request``.
+The history is the source of truth, never rewritten; each request gets a new *view*. The manager owns one
+of each component and the history's :class:`Decisions`, and calls them with explicit inputs; none reads
+the manager (docs/architecture.md). ``get_messages_for_request`` reads top to bottom.
 """
 
 from __future__ import annotations
 
 import logging
+import operator
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
 from typing import Any
 
-from . import clear_at_least as cal
-from . import recall_direct
-from .budget import BudgetMixin, BudgetReading, effective_budget, warn_over_budget
-from .config import COMPACTION_STRATEGY_SUMMARY, DEFAULTS, check_token_budget, parse_clear_at_least
-from .decisions import Decisions, Sticky, install
-from .estimate import CountCache, estimate_tokens, seq_of
-from .evidence import EvidenceMixin
-from .floor import (
-    Goals,
-    Protected,
-    describe_floor,
-    floor_settings,
-    floor_text,
-    log_yields,
-    typical_result,
-    yields_text,
-)
+from .budget import Budget, effective_budget
+from .caller_names import install_caller_names
+from .compaction import Compaction
+from .config import COMPACTION_STRATEGY_SUMMARY, DEFAULTS, check_token_budget
+from .decisions import Decisions, HistoryReplaced, install, restarts_when_replaced
+from .estimate import CountCache
+from .evidence import EvidenceLedger
+from .faults import FAULT_KEYS as FAULT_KEYS
+from .history import History
 from .hook_emit import emit_event
 from .ingress import IngressClipper
-from .instructions import hoist_all, is_injected_instruction, split_instructions
-from .ladder import LadderOps, Protections, apply_decisions, last_results
-from .limit import InputLimit, input_limit
-from .live_options import LiveOptions
-from .notice import INJECTIONS_REMOVED_KEY, RECENT_RESULTS_REMOVED_KEY, notice_message, removed_recent_results
-from .original_names import OriginalNamesMixin, max_tokens_with_explicit_flag
-from .presets import apply_preset
+from .limit import InputLimit
+from .live_options import LiveOptions, apply_preset
+from .notice import notice_message
+from .original_names import max_tokens_with_explicit_flag
+from .recall import RecallTool
+from .recall_direct import RecallInputs, view_gaps, warn_if_not_taken
 from .recall_search import MessageTexts
-from .refusal import RefusalLimit, parse_refusal
-from .repair import describe_repair
-from .repair_mirror import RepairMirror
-from .replay import build_replay, is_real_user_message, turn_prompt_seq
+from .refusal import RefusalLimit
+from .repair_mirror import RepairMirror, repair_working
 from .result_share import ingress_limit
-from .state import apply_snapshot, build_snapshot, validate_snapshot
+from .state import FIELDS, adopt_snapshot, build_snapshot, validate_snapshot
 from .state_config import warn_config_differs
-from .summary import UNVERIFIED, SummaryMixin
-from .token_counter import resolve_counter
-from .token_meter import TailScan, TokenMeterMixin, continue_result
-from .tool_pairs import in_flight_start, is_hook_injection
-from .tool_results import ToolResultMixin
-from .validation import plain_message, warn_unknown_blocks
-from .view_cache import ViewCache
-from .view_markers import warn_if_view
-from .wire_copy import Guard, history_list, stored_copy
+from .summary import Summary
+from .system_prompt import kept_with_factory, read_prompt
+from .token_meter import TokenMeter
+from .tool_pairs import in_flight_start
+from .tool_results import ToolResults
+from .view_cache import CONFIG_KEYS, ViewCache
 
 logger = logging.getLogger("amplifier_module_context_simple")
 
 Message = dict[str, Any]
 _D = DEFAULTS
+_CONFIG = operator.attrgetter(*CONFIG_KEYS)
 # A request starts again when the history is replaced while it awaits; this many times in a row is a
 # host replacing it from a hook on every request, which no view can follow.
 REQUEST_ATTEMPTS = 8
-# Every documented ``fault_stats`` key: present (0) from the start, so callers can index it.
-FAULT_KEYS = (
-    "hook_emit_failures",
-    "provider_info_failures",
-    "spill_write_failures",
-    "summarization_failures",
-    "system_prompt_factory_failures",
-    "usage_events_ignored",
-    "capability_register_failures",
-    "repair_synthetic_results",
-    "repair_orphans_dropped",
-    "repair_duplicates_dropped",
-    "evidence_failures",
-    "recall_failures",
-    "restore_summaries_dropped",
-    "refusal_failures",
-)
 
 
+@install_caller_names  # the components' state and calls, under the names callers rely on (caller_names.py)
 @install  # the decisions about the current history, under the names callers rely on (decisions.py)
-class SimpleContextManager(
-    LiveOptions, BudgetMixin, TokenMeterMixin, EvidenceMixin, ToolResultMixin, SummaryMixin, OriginalNamesMixin
-):
+class SimpleContextManager(LiveOptions):
     """In-memory context manager with sticky, cache-friendly, non-destructive compaction."""
 
     @apply_preset
@@ -140,39 +108,31 @@ class SimpleContextManager(
     ) -> None:
         max_tokens = max_tokens_with_explicit_flag(max_tokens, max_tokens_explicit)
         options = {k: v for k, v in locals().items() if k not in ("self", "hooks", "__class__", "max_tokens_explicit")}
+        # The components first: checking the options may already note a problem on one (live_options.py).
+        self._history = History()  # the stored messages, _seq, in-place edits (history.py)
+        self._meter = TokenMeter()  # usage readings and the meter's stats (token_meter.py)
+        self._budget = Budget()  # this request's budget and the last one reported (budget.py)
+        self._input_limit = InputLimit()  # the provider's input limit and its readings (limit.py)
+        self._refusal = RefusalLimit()  # what the provider's refusals for length taught (refusal.py)
+        self._tool_results = ToolResults()  # truncation, stubs, spill, tool names (tool_results.py)
+        self._evidence = EvidenceLedger()  # the evidence ledger's readings and messages (evidence.py)
+        self._summary = Summary()  # the summary strategy's call and fork state (summary.py)
+        self._view_cache = ViewCache()  # the last view, extended between boundaries (view_cache.py)
+        self._repair_mirror = RepairMirror()  # view repair of what was appended (repair_mirror.py)
+        self._ingress = IngressClipper()  # tool results over max_tool_result_bytes, clipped in the view
+        self._recall_texts = MessageTexts()  # context_recall's text cache: dropped with the history
         self._apply_options(options)  # validated together; later assignments are validated one by one
         if self.max_messages is not None:
             logger.info("context-simple: max_messages is accepted and ignored (token budgets govern views)")
         self._hooks = hooks
         self._told_once: set[str] = set()  # problems told once per manager (hook_emit.py, view_markers.py)
-        self._store_guard = Guard([])  # stored messages report in-place edits to it (wire_copy.py)
-        self.messages: list[Message] = history_list((), self._store_guard)
-        self._next_seq = 0
         self._system_prompt_factory: Callable[[], Awaitable[str]] | None = None
         self._last_good_system_prompt: str | None = None
-        self._reset_tool_names()
-        self._spilled_paths: set[str] = set()
         self._fault_counts: Counter[str] = Counter()
         self._reported_repairs: set[tuple[str, int, int, int]] = set()
-        self._warned_block_types: set[str] = set()  # content block types already warned about (validation.py)
         self._counts_key: Any = None
         self._count_cache: CountCache | None = None
-        self._derived: dict[tuple[int, str], tuple[Message, Any, Message]] = {}
-        self._evidence_reads: dict[int, tuple[Message, Any]] = {}  # the ledger's reading per _seq: evidence.py
-        self._view_cache = ViewCache()
-        self._repair_mirror = RepairMirror()
-        self._ingress = IngressClipper()  # tool results over max_tool_result_bytes, clipped in the view
-        self._tail_scan = TailScan()  # the hybrid tail, read from where the last request stopped
         self._recall_mounted = False  # mount() set context_recall up (recall.py): notice and ledger say so
-        self._recall_texts = MessageTexts()  # context_recall's text cache: dropped with the history
-        self._escalation_allowed = True
-        self._budget_reading: BudgetReading | None = None
-        self._budget_reported: BudgetReading | None = None
-        self._input_limit = InputLimit()  # the provider's input limit and its readings (limit.py)
-        self._refusal = RefusalLimit()  # what the provider's refusals for length taught (refusal.py)
-        self._last_measured_prompt_tokens: int | None = None
-        self._last_token_meter_stats: dict[str, Any] | None = None
-        self._reset_meter_usage()
         self._reset_compaction_state()
         self._counts()  # an unusable token_counter fails here, at mount, not mid-session
 
@@ -182,31 +142,31 @@ class SimpleContextManager(
         """Forget every decision about the current history (``set_messages``, ``clear``, ``restore_state``):
         a new :class:`Decisions`, so a request still running on the old one starts again (decisions.py)."""
         self._decisions = Decisions()
-        self._clear_at_least_pending: dict[str, Any] | None = None
-        self._clear_at_least_last_refused = False
-        self._derived.clear()
+        self._compaction = Compaction()  # the pass's call-scoped state (compaction.py)
+        self._tool_results.derived.clear()
         self._view_cache.invalidate()
         self._repair_mirror.reset(None)
         self._ingress.reset()
-        self._tail_scan.reset()
+        self._meter.tail_scan.reset()
         self._recall_texts.clear()
         if self._count_cache is not None:
             self._count_cache.clear()
-        self._reset_summary_state()
+        self._summary.reset()
+
+    def _forget_history(self) -> None:
+        """The history was replaced (``set_messages``, ``clear``) or edited in place: the tool names, every
+        decision and the ledger's readings are forgotten."""
+        self._tool_results.reset_names()
+        self._harvest_tool_names()
+        self._reset_compaction_state()
+        self._evidence.reads = {}  # what the ledger read of an old message must not outlive it
+        self._pre_read(self.messages)
 
     # ----- the protocol ------------------------------------------------------------------------
 
     async def add_message(self, message: Message) -> None:
         """Store a copy of ``message`` stamped with a timestamp (if absent) and a permanent ``_seq``."""
-        plain = plain_message(message)
-        warn_unknown_blocks([plain], self._warned_block_types)
-        metadata = dict(plain.get("metadata") or {})
-        if "timestamp" not in metadata:
-            metadata["timestamp"] = datetime.now(UTC).isoformat(timespec="milliseconds")
-        metadata["_seq"] = self._next_seq
-        stored = stored_copy({**plain, "metadata": metadata}, self._store_guard)
-        self._next_seq += 1
-        self.messages.append(stored)
+        stored = self._history.add(message)
         self._harvest_tool_names()
         self._pre_read([stored])
 
@@ -217,41 +177,18 @@ class SimpleContextManager(
 
     async def set_messages(self, messages: list[Message]) -> None:
         """Replace the history (session resume): re-stamp ``_seq`` 0..N-1 and forget all decisions."""
-        if not isinstance(messages, list):
-            raise TypeError(f"context-simple: set_messages expects a list, got {type(messages).__name__}")
-        plain = [plain_message(message, where=f"message {index}") for index, message in enumerate(messages)]
-        warn_unknown_blocks(plain, self._warned_block_types)
-        warn_if_view(plain, self._told_once)
-        self._store_guard = guard = Guard([])  # a message of the replaced history reports elsewhere
-        self.messages = history_list(
-            (
-                stored_copy({**m, "metadata": {**(m.get("metadata") or {}), "_seq": seq}}, guard)
-                for seq, m in enumerate(plain)
-            ),
-            guard,
-        )
-        self._next_seq = len(self.messages)
-        self._reset_tool_names()
-        self._harvest_tool_names()
-        self._reset_compaction_state()
-        self._evidence_reads = {}
-        self._pre_read(self.messages)
-        self._measurement_stale = True  # the reading (kept, as in the original) measured another history
+        self._history.replace(messages, self._told_once)
+        self._forget_history()
+        self._meter.measurement_stale = True  # the reading (kept, as in the original) measured another history
 
     async def clear(self) -> None:
         """Empty the history and reset every piece of state (spill files are never deleted)."""
-        self._store_guard = Guard([])
-        self.messages = history_list((), self._store_guard)
-        self._next_seq = 0
-        self._reset_tool_names()
-        self._spilled_paths = set()
-        self._evidence_reads = {}
-        self._last_measured_prompt_tokens = None
-        self._last_token_meter_stats = None
+        self._history.reset(())
+        self._tool_results.spilled_paths = set()
+        self._meter.forget()
         self._input_limit = InputLimit()
         self._refusal = RefusalLimit()
-        self._reset_meter_usage()
-        self._reset_compaction_state()
+        self._forget_history()
 
     async def set_system_prompt_factory(self, factory: Callable[[], Awaitable[str]]) -> None:
         """Use ``await factory()`` as the system prompt of every request."""
@@ -265,8 +202,6 @@ class SimpleContextManager(
         """Protocol compliance: stored history is never compacted."""
         return None
 
-    # ----- public accessors ---------------------------------------------------------------------
-
     @property
     def last_compaction_stats(self) -> dict[str, Any] | None:
         """The stats of the last compaction (the ``context:compaction`` payload), or None before any; a
@@ -274,176 +209,143 @@ class SimpleContextManager(
         stats = self._last_compaction_stats
         return None if stats is None else dict(stats)
 
-    def get_recall_tool(self) -> Any:
-        """The ``context_recall`` tool over this history, for your own tool loop (mount() registers it
-        itself when ``recall_tool`` is true): ``name``, ``description``, ``input_schema`` and ``await
-        tool.execute(arguments)`` (recall_direct.py)."""
-        return recall_direct.offer(self)
+    def get_recall_tool(self) -> RecallTool:
+        """The ``context_recall`` tool over this history, for your own tool loop (mount() registers it itself
+        when ``recall_tool`` is true); from now on the notice and the ledger mention it (recall_direct.py)."""
+        self._recall_mounted = True
+        return RecallTool(self)
 
     # ----- resume state (state.py) -------------------------------------------------------------
 
     def snapshot_state(self) -> dict[str, Any]:
         """A versioned, JSON-safe dict of every decision that shapes future views, tied to this history."""
         self._adopt_edits()  # the decisions the next request would hold
-        return build_snapshot(self)
+        values = {field.attribute: getattr(self, field.attribute) for field in FIELDS}
+        return build_snapshot(values, self.messages, self._knobs())
 
     def restore_state(self, state: Any) -> None:
         """Adopt a snapshot after ``set_messages()`` of its history; else ValueError, nothing changed.
         A pending summary is kept unverified: its text is never adopted into the history (summary.py)."""
-        values = validate_snapshot(state, self.messages)
-        # Its text is the summarizer's: no check can tie it to the history (a ledger's lines are checked),
-        # and adopted it would be appended to the history and sent in every later view. It still holds its
-        # place: the swap refuses it, or discards it, at the request the uninterrupted session would have
-        # (a dropped one let the trigger ask again a request early, and the views parted).
-        if values["_pending_summary"] is not None:
-            values["_pending_summary"] = {**values["_pending_summary"], UNVERIFIED: True}
-        apply_snapshot(self, values)
-        warn_config_differs(state, self)
-        self._measurement_stale = self._anchor_seq is None  # a reading with an anchor measured this history
+        values = adopt_snapshot(validate_snapshot(state, self.messages))
+        self._reset_compaction_state()
+        for attribute, value in values.items():
+            setattr(self, attribute, value)  # the decisions' and the meter's names (decisions.py, caller_names.py)
+        warn_config_differs(state, self._knobs())
+        self._meter.measurement_stale = self._anchor_seq is None  # a reading with an anchor measured this history
 
     # ----- one request -------------------------------------------------------------------------
 
+    @restarts_when_replaced(REQUEST_ATTEMPTS)  # the history was replaced while this request awaited
     async def get_messages_for_request(self, token_budget: int | None = None, provider: Any = None) -> list[Message]:
         """The view to send now: the history, compacted only if it no longer fits the budget."""
         check_token_budget(token_budget)
-        recall_direct.warn_if_not_taken(self, self._told_once)
-        for _attempt in range(REQUEST_ATTEMPTS):
-            self._adopt_edits()
-            view = await self._request_view(token_budget, provider)
-            if view is not None:
-                return view
-        raise RuntimeError(
-            "context-simple: the history was replaced (set_messages, clear, restore_state or an in-place edit) "
-            f"while each of {REQUEST_ATTEMPTS} attempts to build a view awaited a hook or the system prompt factory"
+        warn_if_not_taken(self.recall_tool, self._recall_mounted, self._fault_counts, self._told_once)
+        self._adopt_edits()
+        started = self._decisions  # this history's decisions: every write below goes to them, or none does
+        budget = await self._budget_for(token_budget, provider)  # budget and notice reserve (budget.py)
+        working = await self._working_messages(started, budget)  # working messages, repaired (view_cache.py, repair.py)
+        count, estimated, kind = await self._metered(working, budget, started)  # the meter (token_meter.py)
+        if self.compaction_strategy == COMPACTION_STRATEGY_SUMMARY:
+            self._summary.maybe_trigger(count, budget, self._summary_inputs())  # summary.py
+        fire = self._should_compact(count, budget, kind)
+        # Once a compaction happened, keep its view (decisions, system messages in front) even when the
+        # count is low: a measured count describes the last compacted view, and a budget that grew would
+        # otherwise send the full history again (a non-append change) with no boundary and no event.
+        # A history past the provider's input limit takes the compacting path whatever the meter says.
+        sticky = self._has_sticky_state() or self._last_compaction_stats is not None
+        compact = fire or sticky or self._past_limit(estimated)  # limit.py
+        extended = self._view_cache.extend(
+            self.compaction_strategy,
+            working,
+            budget,
+            compact,
+            fire,
+            self._view_inputs,
+            self._boundary_due,
+            self._append_tail,
         )
+        if extended is not None:  # between boundaries: the last view plus what was appended (view_cache.py)
+            self._last_sent_estimate = self._view_cache.sent_estimate
+            return extended
+        if not compact:
+            return self._finalize_view(working)
+        # sticky decisions, the ladder and its last rung, clear-at-least (compaction.py, ladder.py, floor.py)
+        compacted = await self._compaction.run(budget, working, self._pass_inputs(), escalation_allowed=fire)
+        self._check(started)  # its decisions went to the replaced history's object, with its events
+        self._view_cache.note_base(working, compacted)
+        return self._finalize_view(self._append_tail(compacted, budget))  # replay, notice (replay.py, notice.py)
 
     def _adopt_edits(self) -> None:
         """After an in-place edit of the stored history (a redaction through ``get_messages()``), forget
         every decision and cached copy, as ``set_messages`` of the edited history would (``_seq`` kept):
         the next view is built from what is stored now, and nothing of the old text remains in it."""
-        if not self._store_guard.edited:
-            return
-        self._store_guard.edited = False  # the next edit reports again
-        self._store_guard.sink.clear()
-        logger.info("context-simple: a stored message was edited in place; views are rebuilt from the history")
-        self._reset_tool_names()
-        self._harvest_tool_names()
-        self._reset_compaction_state()
-        self._evidence_reads = {}  # what the ledger read of an edited message must not outlive the edit
-        self._pre_read(self.messages)
-        self._measurement_stale = True  # the reading measured the history before the edit
+        if self._history.take_edit():
+            self._forget_history()
+            self._meter.measurement_stale = True  # the reading measured the history before the edit
 
-    def _replaced(self, started: Decisions) -> bool:
-        """The history was replaced (or edited in place) since a request started on ``started``."""
-        return self._decisions is not started or self._store_guard.edited
+    def _check(self, started: Decisions) -> None:
+        """Raise :class:`HistoryReplaced` when the history was replaced (or edited in place) since a
+        request started on ``started``: the request starts again on the new one."""
+        if self._decisions is not started or self._store_guard.edited:
+            raise HistoryReplaced
 
-    async def _request_view(self, token_budget: int | None, provider: Any) -> list[Message] | None:
-        """One attempt at the view; None when the history was replaced while it awaited (a hook, the
-        prompt factory): it wrote nothing into the new history's decisions, and the caller starts again."""
-        started = self._decisions
-        budget = self._learned_cap(self._calculate_budget(token_budget, provider))
-        await self._emit_budget_change()
+    async def _budget_for(self, token_budget: int | None, provider: Any) -> int:
+        """This request's budget (budget.py), ``context:budget`` when it changed, less the notice reserve."""
+        budget = self._calculate_budget(token_budget, provider)
+        meter = (self._meter.usage_events, self._meter.last_measured_prompt_tokens, self._anchor_estimate)
+        self._refusal.note(*meter, budget)
+        budget = self._refusal.cap(budget)  # what the provider's refusals and usage readings taught (refusal.py)
+        payload = self._budget.change()
+        if payload is not None and self._hooks is not None:
+            await self._emit("context:budget", payload)
         if self.compaction_strategy == COMPACTION_STRATEGY_SUMMARY and provider is not None:
-            self._cached_provider = provider
-        budget = effective_budget(budget, self.compaction_notice_token_reserve, self.compaction_notice_enabled)
-        working = await self._working_list(started, budget)
-        if working is None or self._replaced(started):
-            return None
-        working = self._repaired(working)
-        appended_only = self._view_cache.appended_only(working)
-        token_count, _source, _estimated, kind = self._measure_working_tokens(working, budget, appended_only)
-        self._last_token_meter_stats.update(self._refusal.stats())
-        if self._hooks is not None:
-            await self._emit("context:token_meter", dict(self._last_token_meter_stats or {}))
-            if self._replaced(started):
-                return None
-        if self.compaction_strategy == COMPACTION_STRATEGY_SUMMARY:
-            self._maybe_trigger_summary_compaction(token_count, budget)
-        fire = self._should_compact(token_count, budget, kind)
-        # Once a compaction happened, keep its view (decisions, system messages in front) even when the
-        # count is low: a measured count describes the last compacted view, and a budget that grew would
-        # otherwise send the full history again (a non-append change) with no boundary and no event.
-        # A history past the provider's input limit takes the compacting path whatever the meter says.
-        keep_sticky = self._has_sticky_state() or self._last_compaction_stats is not None
-        compact = fire or keep_sticky or self._past_limit(_estimated)
-        extended = self._view_cache.extend(self, working, budget, compact, fire)
-        if extended is not None:
-            return extended  # between boundaries: the last view plus what was appended (view_cache.py)
-        if not compact:
-            return self._finalize_view(working)
-        self._escalation_allowed = fire
-        try:
-            compacted = await self._compact_ephemeral(budget, working)
-        finally:
-            self._escalation_allowed = True
-        if self._replaced(started):
-            return None  # its decisions went to the replaced history's object, with its events
-        self._view_cache.note_base(working, compacted)
-        return self._finalize_view(self._append_tail(compacted, budget))
+            self._summary.cached_provider = provider
+        return effective_budget(budget, self.compaction_notice_token_reserve, self.compaction_notice_enabled)
 
-    async def _working_list(self, started: Decisions, budget: int) -> list[Message] | None:
-        """The system prompt (factory or stored) and the history, without a tool group still in flight;
-        None when the history was replaced while the factory ran."""
-        prompt = await self._system_prompt() if self._system_prompt_factory is not None else None
-        if self._replaced(started):
-            return None  # before the view cache counts this request as one reading its list
+    async def _working_messages(self, started: Decisions, budget: int) -> list[Message]:
+        """The system prompt (factory or stored) and the history, without a tool group still in flight,
+        repaired for the provider (repair_mirror.py) and noted for the view cache."""
+        factory, prompt = self._system_prompt_factory, None
+        if factory is not None:  # system_prompt.py
+            prompt = self._last_good_system_prompt = await read_prompt(
+                factory, self._last_good_system_prompt, self._fault_counts
+            )
+        self._check(started)  # before the view cache counts this request as one reading its list
         self._ingress.limit = ingress_limit(self.max_tool_result_bytes, self.max_tool_result_share, budget)
-        working = self._view_cache.working(self.messages, prompt, _kept_with_factory, self._ingress)
+        working = self._view_cache.working(self.messages, prompt, kept_with_factory, self._ingress)
         for payload in self._ingress.take_pending():
             await self._emit("context:tool_result_ingress_truncated", payload)
         start = in_flight_start(working)
-        return working if start is None else working[:start]
-
-    def _repaired(self, working: list[Message]) -> list[Message]:
-        """``working`` repaired for the provider (repair.py), noted for the view cache."""
-        repaired, rewritten = self._repair(working)
+        working = working if start is None else working[:start]
+        self._check(started)
+        shared = self._view_cache.shared()
+        synthetic, faults, reported = self._synthetic_calls, self._fault_counts, self._reported_repairs
+        repaired, rewritten = repair_working(self._repair_mirror, working, shared, synthetic, faults, reported)
         return self._view_cache.note_repair(repaired, rewritten)
 
-    async def _system_prompt(self) -> str:
-        try:
-            prompt = await self._system_prompt_factory()
-            if not isinstance(prompt, str):
-                raise TypeError(f"factory returned {type(prompt).__name__}, not str")
-        except Exception as exc:
-            self._fault_counts["system_prompt_factory_failures"] += 1
-            if self._last_good_system_prompt is None:
-                raise RuntimeError(
-                    "context-simple: the system prompt factory failed and no earlier prompt exists, "
-                    f"so no request can be built ({type(exc).__name__}: {exc})"
-                ) from exc
-            logger.warning("context-simple: system prompt factory failed (%s); reusing the last good prompt", exc)
-            return self._last_good_system_prompt
-        self._last_good_system_prompt = prompt
-        return prompt
+    async def _metered(self, working: list[Message], budget: int, started: Decisions) -> tuple[int, int, str]:
+        """The meter's (count, estimate, kind) of ``working``, and ``context:token_meter`` with its stats."""
+        appended_only = self._view_cache.appended_only(working)
+        meter, counts, mode = self._meter, self._counts(), self.token_meter
+        count, _source, estimated, kind = meter.measure(working, self._decisions, counts, mode, budget, appended_only)
+        meter.last_stats.update(self._refusal.stats())
+        if self._hooks is not None:
+            await self._emit("context:token_meter", dict(meter.last_stats or {}))
+            self._check(started)
+        return count, estimated, kind
 
-    def _repair(self, working: list[Message]) -> tuple[list[Message], bool]:
-        """The view repaired for the provider, and whether an earlier repaired view changed other than
-        by appends; only what was appended since the last settled point is read (repair_mirror.py)."""
-        synthetic = self._synthetic_calls
-        repaired, report, rewritten = self._repair_mirror.repair(working, self._view_cache.shared(), synthetic)
-        synthetic.update(report.synthetic_calls)  # they stand in every later view (repair.py)
-        if not report.broken:
-            return repaired, rewritten  # unchanged, or only hook messages moved after their group: no fault
-        self._fault_counts["repair_synthetic_results"] += report.synthetic_results
-        self._fault_counts["repair_orphans_dropped"] += report.orphans_dropped
-        self._fault_counts["repair_duplicates_dropped"] += report.duplicates_dropped
-        # The same breakage is repaired again on every request as the history grows: log it once.
-        key = ("repair", report.synthetic_results, report.orphans_dropped, report.duplicates_dropped)
-        if key not in self._reported_repairs:
-            self._reported_repairs.add(key)
-            logger.warning(
-                "context-simple: repaired a broken tool-call history in the view (stored history unchanged): %s",
-                describe_repair(working, synthetic),
-            )
-        return repaired, rewritten
+    def _boundary_due(self, total: int, budget: int, escalate: bool) -> bool:
+        """A view extended to ``total`` tokens would be a boundary: the ladder must run (or the limit)."""
+        self._clear_at_least_pending = None  # as _compact_ephemeral does on every pass
+        self._clear_at_least_last_refused = False
+        return (escalate and self._exceeds_threshold(total, budget)) or self._past_limit(total)
 
     def _finalize_view(self, view: list[Message]) -> list[Message]:
         """Strip ``_seq``; remember the estimate (and, in fork mode, the view) of what is sent."""
         self._last_sent_estimate = self._counts().total(view)
         if self._fork_armed():
-            self._last_request_view = list(view)
-            self._view_serial += 1
-        return self._view_cache.finalize(self, view)
+            self._summary.note_view(view)
+        return self._view_cache.finalize(view, self._clear_at_least_last_refused, self._view_inputs)
 
     def _append_tail(self, compacted: list[Message], budget: int) -> list[Message]:
         """Replay (once per boundary), then the compaction notice, at the tail of the view."""
@@ -458,337 +360,14 @@ class SimpleContextManager(
             compacted.append(notice_message(stats, self.compaction_notice_verbosity, self._recall_note()))
         return compacted
 
-    # ----- counting ----------------------------------------------------------------------------
+    # ----- resources shared with the components ------------------------------------------------
 
-    def _estimate_tokens(self, messages: list[Any]) -> int:
-        """The original estimator: ``len(str(m)) // 4`` summed; pure, so callable on any list."""
-        return estimate_tokens(messages)
-
-    def _counts(self) -> CountCache:
-        """The per-``_seq`` count cache for the configured counter (rebuilt when it changes)."""
-        overridden = type(self)._estimate_tokens is not SimpleContextManager._estimate_tokens
-        key = ("override", id(type(self))) if overridden else self.token_counter
-        if self._count_cache is None or key != self._counts_key:
-            if overridden:
-                counter = lambda m: self._estimate_tokens([m])  # noqa: E731 - honour a subclass's estimator
-            else:
-                counter = resolve_counter(self.token_counter)
-            self._count_cache, self._counts_key = CountCache(counter), key
-        return self._count_cache
-
-    # ----- compaction --------------------------------------------------------------------------
-
-    def _has_sticky_state(self) -> bool:
-        return self._decisions.has_sticky()
-
-    async def _compact_ephemeral(self, budget: int, source_messages: list[Message] | None = None) -> list[Message]:
-        """Apply sticky decisions; escalate the ladder only when they no longer keep the view under threshold."""
-        try:
-            return await self._compact_pass(budget, source_messages)
-        finally:
-            self._clear_at_least_pending = None  # call-scoped, also after the fail-loud RuntimeError
-
-    async def _compact_pass(self, budget: int, source_messages: list[Message] | None) -> list[Message]:
-        """One pass of ``_compact_ephemeral`` (which clears the clear-at-least capture when it ends)."""
-        self._clear_at_least_pending = None
-        self._clear_at_least_last_refused = False
-        source = list(self.messages) if source_messages is None else source_messages
-        counts = self._counts()
-        before = (counts.total(source), len(source))
-        # Instructions lead the view; one stored after the last boundary stays in place (instructions.py).
-        system, non_system = split_instructions(source, self._hoist_limit)
-        swapped = False
-        if self.compaction_strategy == COMPACTION_STRATEGY_SUMMARY and self._pending_summary is not None:
-            non_system, swapped = await self._swap_in_pending_summary(non_system)
-        working = self._with_ledger(self._apply_sticky_decisions(non_system))
-        current = counts.total(system) + counts.total(working)
-        target = int(budget * self.target_usage)
-        # The trigger's escalation, or the provider's input limit (limit.py), which no meter mode overrides.
-        escalate = (self._escalation_allowed and self._exceeds_threshold(current, budget)) or self._past_limit(current)
-        if not (escalate or swapped):
-            return system + working
-        baseline = system + working
-        system, working = hoist_all(system, working)  # a boundary: every instruction moves to the front
-        system_tokens = counts.total(system)
-        if not escalate:
-            return await self._finalize_compaction_with_stats(system, working, 0, before, budget, target)
-        # A summary swap already makes this request a boundary: a further escalation costs no extra
-        # rebuild, and refusing it would leave the swap's changed view without a compaction event.
-        required = 0 if swapped or self._past_limit(current) else self._clear_at_least_required(budget)
-        if required > 0:
-            # Never compacted: the previous view was the history in place (system messages not
-            # hoisted), so a refusal must return that order to stay append-only.
-            untouched = not (swapped or self._has_sticky_state() or self._last_compaction_stats)
-            self._clear_at_least_pending = {
-                "required": required,
-                "baseline_view": list(source) if untouched else baseline,
-                "baseline_tokens": current,
-                "sticky": self._sticky_snapshot(),
-                "ledger": self._ledger,  # the refused plan may record a new one: roll it back too
-                "ledger_segments": self._ledger_segments,
-                "budget": budget,
-            }
-        plan = self._plan_compaction(working, system_tokens, target, int(budget * self.user_words_share), budget)
-        for seq in plan.removed:
-            self._record_removed(seq)
-        self._truncated_seqs |= plan.truncated - plan.removed
-        self._stubbed_seqs |= plan.stubbed - plan.removed
-        self._clipped_seqs.update(plan.clipped)
-        return await self._finalize_compaction_with_stats(
-            system, plan.messages, plan.level, before, budget, target, plan.yields, plan.unfit
-        )
-
-    # ----- the provider's input limit (limit.py) and the last rung (floor.py) -------------------
-
-    def _limit_goal(self) -> int | None:
-        """The largest view body the provider's input limit takes (limit.py); None with no window known."""
-        tail = self.compaction_notice_token_reserve if self.compaction_notice_enabled else 0
-        meter = (self._usage_events, self._last_measured_prompt_tokens, self._anchor_estimate)
-        goals = (self._input_limit.goal(self._budget_reading, *meter, tail), self._refusal.goal(tail))
-        return min((goal for goal in goals if goal is not None), default=None)
-
-    # ----- a provider's refusal for length (refusal.py) ----------------------------------------
-
-    def _learned_cap(self, budget: int) -> int:
-        """The budget, capped by what the provider's refusals and usage readings taught (refusal.py)."""
-        self._refusal.note(self._usage_events, self._last_measured_prompt_tokens, self._anchor_estimate, budget)
-        return self._refusal.cap(budget)
-
-    async def _on_provider_error(self, event: str, data: Any) -> Any:
-        """``provider:error``: a refusal for length lowers the limit the next views fit; never raises."""
-        try:
-            refusal = parse_refusal(data)
-            measured, anchor = self._valid_measurement(), self._anchor_estimate
-            rate = measured / anchor if measured and anchor else None
-            if refusal is not None and self._refusal.refused(refusal, self._last_sent_estimate, rate):
-                logger.warning(
-                    "context-simple: the provider refused a view of %s tokens as too long (%s); the next views "
-                    "fit %d tokens",
-                    self._last_sent_estimate,
-                    refusal.message[:120],
-                    self._refusal.learned.limit,
-                )
-        except Exception as exc:  # an observer must never fail the host's turn
-            self._fault_counts["refusal_failures"] += 1
-            logger.warning("context-simple: provider:error handler failed: %s", type(exc).__name__)
-        return continue_result()
-
-    @property
-    def _learned_limit(self) -> dict[str, Any] | None:
-        """The learned limit, as ``snapshot_state`` keeps it (state.py)."""
-        return self._refusal.saved()
-
-    @_learned_limit.setter
-    def _learned_limit(self, saved: dict[str, Any] | None) -> None:
-        self._refusal.restore(saved)
-
-    @property
-    def _input_readings(self) -> dict[str, Any]:
-        """The input limit's readings, as ``snapshot_state`` keeps them (state.py)."""
-        return self._input_limit.count.saved()
-
-    @_input_readings.setter
-    def _input_readings(self, saved: dict[str, Any]) -> None:
-        self._input_limit.count.restore(saved)
-
-    def _past_limit(self, count: int) -> bool:
-        goal = self._limit_goal()
-        return goal is not None and count > goal
-
-    def _floor_settings(self, budget: int | None) -> tuple[Protections, Goals]:
-        """The ladder's protections and the last rung's goals for this budget (floor.py)."""
-        if budget is None:
-            return Protections(), Goals()
-        typical = lambda: typical_result(self.messages, self._counts().count)  # noqa: E731
-        return floor_settings(budget, self.protect_in_tokens, self._limit_goal(), self.compact_threshold, typical)
-
-    def _ladder_ops(self) -> LadderOps:
-        return LadderOps(
-            count=self._counts().count,
-            truncate=self._truncate_stored,
-            stub=self._stub_user_message,
-            is_real_user=is_real_user_message,
-            turn_start=turn_prompt_seq(self.messages),
-            clip=self._clip_stored,
-            clipped=self._clipped_seqs,
-            exempt=self._is_exempt_result,
-        )
-
-    def _clip_stored(self, message: Message, tokens: int) -> Message:
-        """The last rung's clip (head and tail): only of a stored result, whose ``_seq`` keeps it sticky. A
-        result an earlier boundary clipped is clipped again from the result as the view holds it whole,
-        as the sticky decision replays it."""
-        seq = seq_of(message)
-        if seq is None:
-            return message
-        if seq in self._clipped_seqs and message.get("_truncated"):
-            stored = next((m for m in reversed(self.messages) if seq_of(m) == seq), None)
-            message = message if stored is None else self._ingress.apply(stored)
-        return self._clip_tool_result(message, tokens)
-
-    def _truncate_stored(self, message: Message) -> Message:
-        """The ladder's truncation: a repair-made result has no ``_seq`` to keep the decision sticky."""
-        return message if seq_of(message) is None else self._truncate_tool_result(message)
-
-    def _apply_sticky_decisions(self, non_system: list[Message]) -> list[Message]:
-        """Replay every recorded decision, with the same bytes as when it was made (ladder.py)."""
-        if not self._has_sticky_state():
-            return list(non_system)
-        sets = (self._removed_seqs, self._truncated_seqs, self._stubbed_seqs)
-        rewrite = (self._truncate_tool_result, self._stub_user_message, self._clipped_seqs, self._clip_tool_result)
-        return apply_decisions(non_system, *sets, *rewrite)
-
-    def _sticky_snapshot(self) -> Sticky:
-        return self._decisions.sticky_snapshot()
-
-    def _record_removed(self, message_or_seq: Message | int) -> None:
-        """Record a sticky removal. The spec names this path and the original passes it a stored message;
-        this module's callers pass its ``_seq``: both are accepted (a message without one records nothing)."""
-        seq = message_or_seq if isinstance(message_or_seq, int) else seq_of(message_or_seq)
-        if seq is not None:
-            self._decisions.record_removed(seq)
-
-    async def _finalize_compaction_with_stats(
-        self,
-        system: list[Message],
-        working: list[Message],
-        level: int,
-        before: tuple[int, int],
-        budget: int,
-        target: int,
-        yields: dict[str, int] | None = None,
-        unfit: int | None = None,
-    ) -> list[Message]:
-        """Judge (clear-at-least), warn if over budget (or, under it, when nothing valid fits the last
-        rung's goal: ``unfit``, floor.py), record the level and stats, emit the event."""
-        final = system + working
-        final_tokens = self._counts().total(final)
-        pending = self._clear_at_least_pending
-        if pending is not None:
-            refused = await self._judge_clear_at_least(pending, final_tokens, level)
-            if refused is not None:
-                return refused
-        if final_tokens > budget:
-            system_tokens = self._system_tokens_as_stored(system)
-            self._warn_over_budget(level, final_tokens, budget, system_tokens, target, working, yields)
-        forced_by = None if self.protect_in_tokens else input_limit(self._budget_reading)
-        if unfit is not None and final_tokens <= budget:
-            log_yields(yields or {}, final_tokens, forced_by, unfit)  # once: OVER BUDGET said it otherwise
-        elif yields and unfit is None:
-            log_yields(yields, final_tokens, forced_by)
-        self._sticky_level = max(self._sticky_level, level)
-        self._hoist_limit = self._next_seq
-        stats = {
-            "before_tokens": before[0],
-            "after_tokens": final_tokens,
-            "before_messages": before[1],
-            "after_messages": len(final),
-            "messages_removed": len(self._removed_seqs),
-            "messages_truncated": len(self._truncated_seqs) + len(self._clipped_seqs),
-            "user_messages_stubbed": len(self._stubbed_seqs),
-            "system_messages_preserved": len(system),
-            "strategy_level": self._sticky_level,
-            "budget": budget,
-            "target_tokens": target,
-            "protected_recent": self.protected_recent,
-            "protected_tool_results": self.protected_tool_results,
-        }
-        if self.compaction_strategy == COMPACTION_STRATEGY_SUMMARY:
-            stats["messages_absorbed_by_summary"] = self._summary_absorbed_count
-        if removed := removed_recent_results(self.messages, final, self.protected_tool_results, self._synthetic_calls):
-            stats[RECENT_RESULTS_REMOVED_KEY] = removed  # the notice must not claim them
-        if injections := self._injections_removed():
-            stats[INJECTIONS_REMOVED_KEY] = injections  # nor "all system messages"
-        stats.update(self._evidence_stats(working))
-        stats.update(yields or {})
-        stats.update(self._refusal.take_boundary())  # why, when a refusal caused this boundary
-        self._last_compaction_stats = stats
-        await self._emit("context:compaction", dict(stats))
-        return final
-
-    def _system_tokens_as_stored(self, system: list[Message]) -> int:
-        """The warning's system figure as the original prints it: its estimator over the stored dicts
-        (``_seq`` included); a configured counter counts as it does everywhere else."""
-        if self.token_counter == "estimate":
-            return self._estimate_tokens(system)
-        return self._counts().total(system)
-
-    def _injections_removed(self) -> int:
-        """System-role hook injections the ladder removed (the notice names them: not instructions)."""
-        removed = self._removed_seqs
-        return sum(1 for m in self.messages if is_injected_instruction(m) and seq_of(m) in removed) if removed else 0
-
-    def _warn_over_budget(
-        self,
-        level: int,
-        final_tokens: int,
-        budget: int,
-        system_tokens: int,
-        target: int,
-        working: list[Message] | None = None,
-        yields: dict[str, int] | None = None,
-    ) -> None:
-        """The OVER BUDGET warning; given the view's ``working`` messages, it names their largest parts."""
-        knobs = (self.protected_recent, self.protected_tool_results)
-        floor = ""
-        if working is not None and system_tokens <= budget:
-            user_words = int(budget * self.user_words_share)
-            protected = Protected(self._ladder_ops(), user_words, self._floor_settings(budget)[0], *knobs)
-            floor = floor_text(describe_floor(working, system_tokens, protected))
-        warn_over_budget(level, final_tokens, budget, system_tokens, target, *knobs, floor, yields_text(yields or {}))
-
-    # ----- clear-at-least ----------------------------------------------------------------------
-
-    def _clear_at_least_required(self, budget: int) -> int:
-        return parse_clear_at_least(self.compact_clear_at_least, budget)
-
-    async def _judge_clear_at_least(
-        self, pending: dict[str, Any], final_tokens: int, level: int
-    ) -> list[Message] | None:
-        """None when the escalation freed enough; else roll it back and return the baseline view."""
-        verdict = cal.judge(pending["baseline_tokens"], final_tokens, pending["required"])
-        if verdict.accepted:
-            self._clear_at_least_skips = 0
-            return None
-        self._clear_at_least_last_refused = True
-        self._clear_at_least_skips += 1
-        self._decisions.restore_sticky(pending["sticky"])
-        self._ledger = pending.get("ledger")
-        self._ledger_segments = pending.get("ledger_segments", ())
-        knobs = {
-            "protected_recent": self.protected_recent,
-            "protected_tool_results": self.protected_tool_results,
-        }
-        cap, skips = self.compact_max_consecutive_skips, self._clear_at_least_skips
-        if skips >= cap:
-            raise RuntimeError(
-                cal.failure_message(self.compact_clear_at_least, verdict, pending, level, skips, cap, knobs)
-            )
-        logger.info("context-simple: compaction skipped: freed %d < required %d", verdict.freed, verdict.required)
-        await self._emit("context:compaction-skipped", cal.skipped_payload(verdict, pending, level, skips, cap, knobs))
-        return list(pending["baseline_view"])
-
-    # ----- replay ------------------------------------------------------------------------------
-
-    def _maybe_append_last_user_replay(self, view: list[Message], budget: int = 0) -> None:
-        """Append the user's last words once per compaction boundary (in place)."""
-        boundary = (self._sticky_level, self._summary_absorbed_count)
-        if boundary == (0, 0) or boundary == self._last_replayed_boundary:
-            return
-        replay = build_replay(view, budget, self._counts().total, self._limit_goal())
-        if replay is not None:
-            view.append(replay)
-            self._last_replayed_boundary = boundary
-
-    # ----- helpers callers rely on -------------------------------------------------------------
-
-    @staticmethod
-    def _extract_seq(message: Any) -> int | None:
-        return seq_of(message)
-
-    def _protected_tool_indices(self, tool_result_indices: list[int]) -> set[int]:
-        """Of the tool results' positions, those never to truncate: the last ``protected_tool_results``."""
-        return last_results(tool_result_indices, self.protected_tool_results)
+    def recall_inputs(self) -> RecallInputs:
+        """What ``context_recall`` searches (recall.py): the history after any in-place edit, its text cache,
+        what the current view lacks, the edit flag and the fault counters."""
+        self._adopt_edits()  # an in-place edit (a redaction) drops the cached texts first
+        gaps = view_gaps(self._decisions, self._ingress)
+        return RecallInputs(self.messages, self._recall_texts, gaps, self._store_guard, self._fault_counts)
 
     async def _emit(self, event: str, payload: dict[str, Any]) -> None:
         """Emit a hook event; a failing hook is logged and counted, never raised into the turn."""
@@ -799,8 +378,3 @@ class SimpleContextManager(
     def fault_stats(self) -> dict[str, int]:
         """Counters of optional features that failed and degraded (never failed the turn); all present."""
         return {**dict.fromkeys(FAULT_KEYS, 0), **self._fault_counts}
-
-
-def _kept_with_factory(message: Message) -> bool:
-    """With a system prompt factory, stored system messages give way to it, except hook-injected ones."""
-    return message.get("role") != "system" or is_hook_injection(message)

@@ -8,7 +8,6 @@ the fallback budget only, as a key nobody set reads (config.DefaultTokens).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from .config import DefaultTokens
@@ -30,19 +29,3 @@ def max_tokens_with_explicit_flag(max_tokens: Any, explicit: Any) -> Any:
 def is_max_tokens_explicit(max_tokens: Any) -> bool:
     """Whether ``max_tokens`` caps the provider's budget: a number that was set, not the default."""
     return max_tokens is not None and not isinstance(max_tokens, DefaultTokens)
-
-
-class OriginalNamesMixin:
-    """The earlier original's names on SimpleContextManager: thin reads of what the manager already has."""
-
-    max_tokens: Any
-    _estimate_tokens: Callable[[list[Any]], int]  # SimpleContextManager's (or a subclass's) estimator
-
-    def _estimate_message_tokens(self, message: Any) -> int:
-        """One message's count: the list count is the sum of these (so a subclass's estimator is honoured)."""
-        return self._estimate_tokens([message])
-
-    @property
-    def max_tokens_explicit(self) -> bool:
-        """Whether ``max_tokens`` was set and so caps the provider-derived budget."""
-        return is_max_tokens_explicit(self.max_tokens)

@@ -6,9 +6,7 @@ docs/evidence-compaction.md.
 
 from __future__ import annotations
 
-import functools
-import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -85,37 +83,3 @@ def preset_settings(name: Any) -> Mapping[str, Any]:
         known = ", ".join(sorted(PRESETS))
         raise ValueError(f"context-simple: invalid preset={name!r}; allowed: null or one of {known}")
     return PRESETS[name]
-
-
-def apply_preset(init: Callable[..., None]) -> Callable[..., None]:
-    """Wrap a constructor so ``preset=NAME`` fills every keyword the caller did not pass explicitly."""
-    signature = inspect.signature(init)
-
-    @functools.wraps(init)
-    def wrapper(self: Any, *args: Any, **kwargs: Any) -> None:
-        from .config import unknown_keyword_error  # config imports this module
-        from .config_words import checked_preset
-
-        try:
-            given = signature.bind_partial(self, *args, **kwargs).arguments
-        except TypeError as error:
-            raise unknown_keyword_error(error, kwargs) from None
-        # A misspelled preset warns (naming the closest) and means none; a wrong type raises.
-        for key, value in preset_settings(checked_preset(given.get("preset"))).items():
-            if key not in given:
-                kwargs[key] = value
-        # The keys the caller gave: a preset assigned live later never overrides them (config.py).
-        self.__dict__["_explicit_keys"] = set(given) - {"self", "hooks", "preset"}
-        init(self, *args, **kwargs)
-
-    @functools.wraps(init)
-    def scoped(self: Any, *args: Any, **kwargs: Any) -> None:
-        from .config_base import current_scope, warning_scope
-
-        # One session's warnings: mount()'s scope if it opened one, else this manager's own (config_base).
-        said = current_scope()
-        self.__dict__["_said_warnings"] = said if said is not None else set()
-        with warning_scope(self.__dict__["_said_warnings"]):
-            wrapper(self, *args, **kwargs)
-
-    return scoped

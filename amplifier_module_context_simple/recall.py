@@ -20,13 +20,15 @@ results do not snowball; the rest of an assistant message that called it stays s
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from . import recall_rank as rank
 from . import recall_source as source
 from .calls import call_id, message_calls
 from .estimate import seq_of
+from .recall_direct import RecallInputs
+from .recall_direct import view_gaps as view_gaps
 from .recall_regex import Pattern, UnsupportedPattern
 from .recall_search import Found, MessageTexts, Query, Search, fold, run, run_async
 from .recall_text import TOOL_NAME, call_label, has_text, is_recall_call, message_text
@@ -222,17 +224,6 @@ def recall_traffic(messages: list[Message]) -> set[int]:
     return HistoryReader().update(messages)
 
 
-def view_gaps(manager: Any) -> dict[int, str]:
-    """The seqs the manager's current view lacks in full, with how (``GAP_WORDS``' keys)."""
-    gaps = dict.fromkeys(getattr(manager, "_stubbed_seqs", ()), "stubbed")
-    gaps.update(dict.fromkeys(getattr(manager, "_truncated_seqs", ()), "truncated"))
-    ingress = getattr(manager, "_ingress", None)
-    if ingress is not None:
-        gaps.update(dict.fromkeys(ingress.clipped(), "truncated"))
-    gaps.update(dict.fromkeys(getattr(manager, "_removed_seqs", ()), "removed"))
-    return gaps
-
-
 def new_search(
     messages: list[Message], query: Query, texts: MessageTexts, gaps: Mapping[int, str] | None = None
 ) -> Search:
@@ -423,25 +414,27 @@ class RecallTool:
     description = DESCRIPTION
     input_schema = INPUT_SCHEMA
 
-    def __init__(self, manager: Any) -> None:
-        self._manager = manager
+    def __init__(self, source: Any) -> None:
+        """``source``: a callable giving a :class:`RecallInputs` per search, or an object with such a
+        ``recall_inputs`` method (the manager: ``RecallTool(context)``)."""
+        self._source: Callable[[], RecallInputs] = getattr(source, "recall_inputs", source)
         self.time_budget_s = TIME_BUDGET_S
         self.slice_s = SLICE_S
 
     async def execute(self, input: dict[str, Any]) -> Any:  # noqa: A002 - the protocol's name
         from amplifier_core.models import ToolResult  # the host provides amplifier-core
 
+        source: RecallInputs | None = None
         try:
             query = parse(input)
-            manager = self._manager
-            manager._adopt_edits()  # an in-place edit (a redaction) drops the cached texts first
-            guard = manager._store_guard
-            found = new_search(manager.messages, query, manager._recall_texts, view_gaps(manager))
+            source = self._source()  # an in-place edit (a redaction) drops the cached texts first
+            guard = source.guard
+            found = new_search(source.messages, query, source.texts, source.gaps)
             await run_async(found, self.time_budget_s, self.slice_s, edited=lambda: guard.edited)
             return ToolResult(success=True, output=render(found, MAX_OUTPUT_TOKENS * CHARS_PER_TOKEN))
         except RecallError as exc:
             return ToolResult(success=False, output=str(exc), error={"message": str(exc)})
         except Exception as exc:  # noqa: BLE001 - never raise into the orchestrator
-            self._manager._fault_counts["recall_failures"] += 1
+            (source or self._source()).faults["recall_failures"] += 1
             message = f"context_recall failed: {type(exc).__name__}"
             return ToolResult(success=False, output=message, error={"message": message})

@@ -9,13 +9,15 @@ there, so nothing appended later can change the output before it) and repairs on
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Container
 from typing import Any
 
-from .repair import RepairReport, repair_segment, scan_clean
+from .repair import RepairReport, describe_repair, repair_segment, scan_clean
 from .tool_pairs import has_tool_calls
 
 Message = dict[str, Any]
+logger = logging.getLogger("amplifier_module_context_simple")
 
 
 def _added(a: RepairReport, b: RepairReport) -> RepairReport:
@@ -106,3 +108,33 @@ class RepairMirror:
         self._settled_in, self._settled_out = index, out_length
         self._last_in = working[index - 1] if index > 0 else None
         self._tail = tail
+
+
+def repair_working(
+    mirror: RepairMirror,
+    working: list[Message],
+    shared: bool,
+    synthetic: set[tuple[int, str]],
+    faults: Any,
+    reported: set[tuple[str, int, int, int]],
+) -> tuple[list[Message], bool]:
+    """The view repaired for the provider, and whether an earlier repaired view changed other than
+    by appends; only what was appended since the last settled point is read. ``synthetic`` (the
+    history's calls answered by a stand-in) grows; a breakage is counted in ``faults`` and logged once
+    (``reported``). Moved from manager.py (issue 38)."""
+    repaired, report, rewritten = mirror.repair(working, shared, synthetic)
+    synthetic.update(report.synthetic_calls)  # they stand in every later view (repair.py)
+    if not report.broken:
+        return repaired, rewritten  # unchanged, or only hook messages moved after their group: no fault
+    faults["repair_synthetic_results"] += report.synthetic_results
+    faults["repair_orphans_dropped"] += report.orphans_dropped
+    faults["repair_duplicates_dropped"] += report.duplicates_dropped
+    # The same breakage is repaired again on every request as the history grows: log it once.
+    key = ("repair", report.synthetic_results, report.orphans_dropped, report.duplicates_dropped)
+    if key not in reported:
+        reported.add(key)
+        logger.warning(
+            "context-simple: repaired a broken tool-call history in the view (stored history unchanged): %s",
+            describe_repair(working, synthetic),
+        )
+    return repaired, rewritten

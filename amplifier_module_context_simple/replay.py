@@ -131,3 +131,18 @@ def build_replay(
     if (budget > 0 and size > budget) or (limit is not None and size > limit):
         return None
     return replay
+
+
+def append_replay(
+    view: list[dict[str, Any]], budget: int, decisions: Any, count: Callable[..., int], limit: int | None = None
+) -> None:
+    """Append the user's last words to ``view`` (in place) once per compaction boundary: the history's
+    ``decisions`` hold the boundary (level, messages absorbed by a summary) last replayed. Moved from the
+    manager's ``_maybe_append_last_user_replay`` (issue 38)."""
+    boundary = (decisions._sticky_level, decisions._summary_absorbed_count)
+    if boundary == (0, 0) or boundary == decisions._last_replayed_boundary:
+        return
+    replay = build_replay(view, budget, count, limit)
+    if replay is not None:
+        view.append(replay)
+        decisions._last_replayed_boundary = boundary

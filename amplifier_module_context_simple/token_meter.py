@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -212,134 +213,151 @@ def meter_stats(
     }
 
 
-class TokenMeterMixin:
-    """The meter's state-touching methods of SimpleContextManager (its state lives on the manager)."""
+class TokenMeter:
+    """The meter: the provider's usage readings (kept across ``set_messages``, as in the original) and the
+    last reading's stats. The anchor on one history lives in that history's decisions (decisions.py),
+    which every method takes as ``decisions``; nothing here reads the manager (issue 38)."""
 
-    def _reset_meter_usage(self) -> None:
-        self._usage_events = 0
-        self._cache_read_total = 0
-        self._cache_write_total = 0
-        self._cache_fields_complete = True
-        self._measurement_stale = False  # set_messages(): the reading describes another history
+    def __init__(self) -> None:
+        self.last_measured_prompt_tokens: int | None = None
+        self.last_stats: dict[str, Any] | None = None
+        self.tail_scan = TailScan()  # the hybrid tail, read from where the last request stopped
+        self.reset_usage()
 
-    def _valid_measurement(self) -> int | None:
+    def reset_usage(self) -> None:
+        self.usage_events = 0
+        self.cache_read_total = 0
+        self.cache_write_total = 0
+        self.cache_fields_complete = True
+        self.measurement_stale = False  # set_messages(): the reading describes another history
+
+    def forget(self) -> None:
+        """``clear()``: no reading, no stats, no usage."""
+        self.last_measured_prompt_tokens = None
+        self.last_stats = None
+        self.reset_usage()
+
+    def valid_measurement(self) -> int | None:
         """The last reading, unless ``set_messages()`` replaced the history it measured."""
-        return None if self._measurement_stale else self._last_measured_prompt_tokens
+        return None if self.measurement_stale else self.last_measured_prompt_tokens
 
-    def _measure_working_tokens(
-        self, working: list[Message], budget: int | None = None, appended_only: bool = False
+    def measure(
+        self,
+        working: list[Message],
+        decisions: Any,
+        counts: Any,
+        mode: str,
+        budget: int,
+        appended_only: bool = False,
     ) -> tuple[int, str, int, str]:
         """Compute all three meters, store the stats; return (count, source, estimate, kind).
 
         ``appended_only``: view repair rewrote nothing of the last working list (the request path says
         so); then the estimate and the hybrid tail read only what was appended since the last request.
         """
-        counts = self._counts()
         estimated = counts.total_extending(working) if appended_only else counts.total(working)
-        hybrid = self._measure_hybrid(working, estimated, appended_only)
-        measured = self._last_measured_prompt_tokens  # reported as is; it drives nothing once stale
-        valid = self._valid_measurement()
-        if self.token_meter == TOKEN_METER_ACTUAL and valid is not None:
+        hybrid = self.measure_hybrid(working, decisions, counts, estimated, appended_only)
+        measured = self.last_measured_prompt_tokens  # reported as is; it drives nothing once stale
+        valid = self.valid_measurement()
+        if mode == TOKEN_METER_ACTUAL and valid is not None:
             used, source, kind = valid, "measured", METER_KIND_USAGE
-        elif self.token_meter == TOKEN_METER_HYBRID:
+        elif mode == TOKEN_METER_HYBRID:
             used, source, kind = hybrid.tokens, "hybrid", hybrid.kind
         else:
             used, source = estimated, "estimate"
             kind = METER_KIND_NONE if not working else METER_KIND_ESTIMATED
         extras = {
             "anchor_tokens": measured,
-            "anchor_estimate": self._anchor_estimate,
-            "cache_aggregates": self._cache_aggregates(),
-            "provenance_refusals": self._provenance_refusals,
-            "provenance_overrides": self._provenance_overrides,
-            "anchor_floor_fires": self._anchor_floor_fires,
+            "anchor_estimate": decisions._anchor_estimate,
+            "cache_aggregates": self.cache_aggregates(),
+            "provenance_refusals": decisions._provenance_refusals,
+            "provenance_overrides": decisions._provenance_overrides,
+            "anchor_floor_fires": decisions._anchor_floor_fires,
         }
-        budget = budget if budget is not None else self._fallback_budget()
-        self._last_token_meter_stats = meter_stats(
-            self.token_meter, source, kind, used, estimated, measured, hybrid, extras, budget
-        )
+        self.last_stats = meter_stats(mode, source, kind, used, estimated, measured, hybrid, extras, budget)
         return used, source, estimated, kind
 
-    def _measure_hybrid(self, working: list[Message], estimated: int | None = None, appended_only: bool = False) -> Any:
-        if estimated is None:
-            estimated = self._counts().total(working)
+    def measure_hybrid(
+        self, working: list[Message], decisions: Any, counts: Any, estimated: int, appended_only: bool = False
+    ) -> HybridCount:
         hybrid = measure_hybrid(
             working,
             estimated,
-            self._last_measured_prompt_tokens,
-            self._anchor_seq,
-            self._anchor_estimate,
-            self._counts().count,
-            lambda messages, anchor_seq: self._tail_scan.tail(messages, anchor_seq, appended_only),
+            self.last_measured_prompt_tokens,
+            decisions._anchor_seq,
+            decisions._anchor_estimate,
+            counts.count,
+            lambda messages, anchor_seq: self.tail_scan.tail(messages, anchor_seq, appended_only),
         )
-        self._last_hybrid_tokens, self._last_hybrid_kind = hybrid.tokens, hybrid.kind
-        self._last_hybrid_anchored = hybrid.anchored_tokens
+        decisions._last_hybrid_tokens, decisions._last_hybrid_kind = hybrid.tokens, hybrid.kind
+        decisions._last_hybrid_anchored = hybrid.anchored_tokens
         return hybrid
 
-    def _should_compact(self, token_count: int = 0, budget: int = 0, kind: str | None = None) -> bool:
+    def should_compact(
+        self, decisions: Any, mode: str, threshold: float, token_count: int, budget: int, kind: str | None
+    ) -> bool:
         """The trigger: usage at or over the threshold; in hybrid mode only on a 'usage' count."""
         usage = token_count / budget if budget > 0 else 0
-        if usage < self.compact_threshold:
+        if usage < threshold:
             return False
-        if self.token_meter != TOKEN_METER_HYBRID or kind is None or kind == METER_KIND_USAGE:
+        if mode != TOKEN_METER_HYBRID or kind is None or kind == METER_KIND_USAGE:
             return True
-        anchored = self._last_hybrid_anchored
-        if anchored is not None and budget > 0 and anchored / budget >= self.compact_threshold:
+        anchored = decisions._last_hybrid_anchored
+        if anchored is not None and budget > 0 and anchored / budget >= threshold:
             # The provider's own total (rejected only as a floor, for being below the estimate) already
             # crosses the threshold: a lower bound over the line is proof, not a guess.
-            self._anchor_floor_fires += 1
+            decisions._anchor_floor_fires += 1
             return True
         # "No anchor ever arrived" for this history: set_messages() invalidates the anchor (not the reading).
-        no_anchor = self._last_measured_prompt_tokens is None or self._anchor_seq is None
+        no_anchor = self.last_measured_prompt_tokens is None or decisions._anchor_seq is None
         if no_anchor and usage >= 1.0:
-            self._provenance_overrides += 1
+            decisions._provenance_overrides += 1
             logger.warning("context-simple: compacting on an estimate at %.0f%% of budget (no usage yet)", usage * 100)
             return True
-        self._provenance_refusals += 1
+        decisions._provenance_refusals += 1
         logger.info("context-simple: declined to compact on a count of kind %r", kind)
         return False
 
-    def _exceeds_threshold(self, estimated: int, budget: int) -> bool:
+    def exceeds_threshold(self, decisions: Any, mode: str, threshold: float, estimated: int, budget: int) -> bool:
         """The escalation gate inside the ladder: measured or hybrid count when trusted, else the estimate."""
         if budget <= 0:
             return False
-        measured = self._valid_measurement()
-        if self.token_meter == TOKEN_METER_ACTUAL and measured is not None:
-            return measured / budget >= self.compact_threshold
-        if self.token_meter == TOKEN_METER_HYBRID and self._last_hybrid_kind == METER_KIND_USAGE:
-            return (self._last_hybrid_tokens or 0) / budget >= self.compact_threshold
-        return estimated / budget >= self.compact_threshold
+        measured = self.valid_measurement()
+        if mode == TOKEN_METER_ACTUAL and measured is not None:
+            return measured / budget >= threshold
+        if mode == TOKEN_METER_HYBRID and decisions._last_hybrid_kind == METER_KIND_USAGE:
+            return (decisions._last_hybrid_tokens or 0) / budget >= threshold
+        return estimated / budget >= threshold
 
-    async def _on_llm_response(self, event: str, data: Any) -> Any:
-        """Record the provider's reported prompt occupancy; never raises, never blocks the hook chain."""
+    def on_usage(self, data: Any, next_seq: int, decisions: Any, faults: Counter[str]) -> None:
+        """Record the provider's reported prompt occupancy; never raises."""
         try:
             reading = parse_usage(data)
             if reading is None:
-                self._fault_counts["usage_events_ignored"] += 1
+                faults["usage_events_ignored"] += 1
             else:
-                self._last_measured_prompt_tokens = reading.prompt_tokens
-                self._measurement_stale = False
-                self._anchor_seq = self._next_seq
-                self._anchor_estimate = self._last_sent_estimate
-                self._usage_events += 1
+                self.last_measured_prompt_tokens = reading.prompt_tokens
+                self.measurement_stale = False
+                decisions._anchor_seq = next_seq
+                decisions._anchor_estimate = decisions._last_sent_estimate
+                self.usage_events += 1
                 if reading.cache_read is None or reading.cache_write is None:
-                    self._cache_fields_complete = False
+                    self.cache_fields_complete = False
                 else:
-                    self._cache_read_total += reading.cache_read
-                    self._cache_write_total += reading.cache_write
+                    self.cache_read_total += reading.cache_read
+                    self.cache_write_total += reading.cache_write
         except Exception as exc:  # an observer must never fail the provider's turn
-            self._fault_counts["usage_events_ignored"] += 1
+            faults["usage_events_ignored"] += 1
             logger.warning("context-simple: llm:response handler failed: %s", type(exc).__name__)
-        return continue_result()
 
-    def _cache_aggregates(self) -> dict[str, int] | None:
+    def cache_aggregates(self) -> dict[str, int] | None:
         """Cache totals, or None (undefined) once any usage event lacked the cache fields."""
-        if self._usage_events == 0 or not self._cache_fields_complete:
+        if self.usage_events == 0 or not self.cache_fields_complete:
             return None
         return {
-            "events": self._usage_events,
-            "cache_read_tokens": self._cache_read_total,
-            "cache_write_tokens": self._cache_write_total,
+            "events": self.usage_events,
+            "cache_read_tokens": self.cache_read_total,
+            "cache_write_tokens": self.cache_write_total,
         }
 
 

@@ -11,16 +11,17 @@ import hashlib
 import json
 import logging
 import os
-import secrets
-import stat
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from .calls import call_names, wrapped_output
 from .config import TOOL_RESULT_SHAPE_HEAD, TOOL_RESULT_SHAPE_HEAD_TAIL
 from .estimate import estimate_message, seq_of, wire_form
-from .ladder import STUB_MIN_CHARS, content_chars, kept_whole, stub_user_message
+from .spill import spill_dir_problem as spill_dir_problem
+from .spill import write_spill
+from .sticky import STUB_MIN_CHARS, content_chars, kept_whole, stub_user_message
 from .token_counter import COUNTER_ESTIMATE
 
 Message = dict[str, Any]
@@ -172,210 +173,114 @@ def truncate_tool_result(
     return truncated
 
 
-def _open_spill_dir(spill_dir: str) -> int:
-    """Open (creating with mode 0700 if missing) the spill directory, refusing a symlink, a directory of
-    another user, and one that others may write (they could plant or swap the files the model reads)."""
-    if os.path.islink(spill_dir):
-        raise PermissionError(f"spill directory {spill_dir!r} is a symlink; refusing to follow it")
-    if not os.path.isdir(spill_dir):
-        os.makedirs(spill_dir, mode=0o700, exist_ok=True)
-    # O_NOFOLLOW closes the race between the check above and the open.
-    fd = os.open(spill_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    problem = _not_private(os.fstat(fd))
-    if problem is not None:
-        os.close(fd)
-        raise PermissionError(f"spill directory {spill_dir!r} is refused: {problem}")
-    return fd
+class ResultInputs(NamedTuple):
+    """What a rewrite of one tool result needs from its caller (the manager builds it per request)."""
+
+    settings: ToolResultSettings
+    messages: list[Message]  # the stored history: the tool names of its calls
+    names_needed: bool  # a per-tool budget or exemption reads tool names (the original harvests only then)
+    source: Callable[[Message], Message]  # the stored result a view copy was clipped from (ingress.py)
+    count: Callable[[Message], int]
+    faults: Counter[str]
 
 
-def _ours(info: os.stat_result) -> bool:
-    return not hasattr(os, "geteuid") or info.st_uid == os.geteuid()
+def budget_counter(counter: Any) -> Any:
+    """The counter token budgets are measured with; None keeps the estimator's 4 chars per token."""
+    return None if getattr(counter, "name", COUNTER_ESTIMATE) == COUNTER_ESTIMATE else counter
 
 
-def _not_private(info: os.stat_result) -> str | None:
-    """Why an existing spill directory is not private to this user (others could plant or swap the files
-    the model is told to read), or None. It is never chmod-ed: the caller owns it."""
-    if not _ours(info):
-        return f"it belongs to another user (uid {info.st_uid})"
-    if info.st_mode & 0o022:
-        return (
-            f"its group or others may write it (mode {stat.S_IMODE(info.st_mode):o}; chmod go-w it, or name a "
-            "missing directory: it is created 0700)"
-        )
-    return None
+class ToolResults:
+    """Tool-result and stub rewrites, memoized per ``_seq`` (``derived``), the tool names read from the
+    history, and the spill files written. Every method takes what it reads (:class:`ResultInputs`)."""
 
+    def __init__(self) -> None:
+        self.derived: dict[tuple[int, str], tuple[Message, Any, Message]] = {}
+        self.spilled_paths: set[str] = set()
+        self.spill_failure_reported: str | None = None  # the spill directory whose write failures were reported
+        self.reset_names()
 
-def spill_dir_problem(spill_dir: str) -> str | None:
-    """Why spill files could not be written in ``spill_dir``, in words, or None; creates nothing.
+    def reset_names(self) -> None:
+        self.names_by_call_id: dict[str, str] = {}
+        self.names_by_seq: dict[int, str] = {}  # a result's _seq -> the name its own call gave
+        self.names_harvested = 0  # messages read so far
 
-    Usable: a writable directory (not a symlink, which the writer refuses), or a missing one whose
-    nearest existing ancestor is a writable directory (the writer creates it on the first spill).
-    """
-    if os.path.islink(spill_dir):
-        return "it is a symlink, which spill writes never follow"
-    if os.path.exists(spill_dir):
-        if not os.path.isdir(spill_dir):
-            return "it is not a directory"
-        if not os.access(spill_dir, os.W_OK | os.X_OK):
-            return "the directory is not writable"
-        return _not_private(os.stat(spill_dir))
-    ancestor = os.path.dirname(spill_dir)
-    while not os.path.lexists(ancestor) and os.path.dirname(ancestor) != ancestor:
-        ancestor = os.path.dirname(ancestor)
-    if not os.path.isdir(ancestor):
-        return f"{ancestor} is not a directory"
-    if not os.access(ancestor, os.W_OK | os.X_OK):
-        return f"it does not exist and {ancestor} is not writable"
-    return None
-
-
-def _existing(name: str, dir_fd: int) -> bool:
-    """True when the target is already written; a symlink there is refused, never followed, and so is a
-    file of another user."""
-    try:
-        info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-    except FileNotFoundError:
-        return False
-    if stat.S_ISLNK(info.st_mode) or not stat.S_ISREG(info.st_mode) or not _ours(info):
-        raise PermissionError(f"spill target {name!r} exists and is not a regular file of this user; refusing")
-    return True
-
-
-def write_spill(path: str, content: str) -> None:
-    """Write ``content`` to ``path`` atomically (temp file in the same directory, then rename), mode 0600.
-
-    Idempotent: an existing regular file is the same content (the name is its hash). Raises OSError
-    (PermissionError for a refused symlink) so the caller can log and count the failure.
-    """
-    directory, name = os.path.split(path)
-    dir_fd = _open_spill_dir(directory)
-    try:
-        if _existing(name, dir_fd):
-            return
-        temp = f".{name}.{secrets.token_hex(6)}.tmp"
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-        fd = os.open(temp, flags, 0o600, dir_fd=dir_fd)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(content.encode("utf-8", errors="replace"))
-            os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-        except BaseException:
-            try:
-                os.unlink(temp, dir_fd=dir_fd)
-            except OSError:
-                pass
-            raise
-    finally:
-        os.close(dir_fd)
-
-
-class ToolResultMixin:
-    """Tool-result and stub rewrites of SimpleContextManager, memoized per ``_seq`` (state on the manager)."""
-
-    def _tool_result_settings(self) -> ToolResultSettings:
-        return ToolResultSettings(
-            truncate_chars=self.truncate_chars,
-            budget_tokens=self.tool_result_budget_tokens,
-            shape=self.tool_result_shape,
-            budget_by_tool=tuple(sorted((self.tool_result_budget_by_tool or {}).items())),
-            exempt_tools=frozenset(self.tool_result_exempt_tools or ()),
-            spill_dir=self.tool_result_spill_dir,
-            counter=self._budget_counter(),
-        )
-
-    def _budget_counter(self) -> Any:
-        """The counter token budgets are measured with; None keeps the estimator's 4 chars per token."""
-        counter = self._counts().counter
-        return None if getattr(counter, "name", COUNTER_ESTIMATE) == COUNTER_ESTIMATE else counter
-
-    def _reset_tool_names(self) -> None:
-        self._tool_name_by_call_id: dict[str, str] = {}
-        self._tool_name_by_seq: dict[int, str] = {}  # a result's _seq -> the name its own call gave
-        self._tool_names_harvested = 0  # messages read so far
-
-    def _needs_tool_names(self) -> bool:
-        """Only per-tool budgets and exemptions read tool names (the original harvests only then)."""
-        return bool(self.tool_result_budget_by_tool or self.tool_result_exempt_tools)
-
-    def _harvest_tool_names(self) -> None:
+    def harvest(self, messages: list[Message], needed: bool) -> None:
         """Read the names of calls stored since the last harvest, in order, when a per-tool knob needs them.
 
         Each result is tied to the name its own group's call gave (the latest call with its id), so a
         reused id cannot give an older result another tool's rules, now or after set_messages().
         """
-        if not self._needs_tool_names():
+        if not needed:
             return
-        if self._tool_names_harvested > len(self.messages):  # the list was replaced: read it again
-            self._reset_tool_names()
-        for message in self.messages[self._tool_names_harvested :]:
+        if self.names_harvested > len(messages):  # the list was replaced: read it again
+            self.reset_names()
+        for message in messages[self.names_harvested :]:
             role = message.get("role")
             if role == "assistant":
-                self._tool_name_by_call_id.update(call_names(message))
+                self.names_by_call_id.update(call_names(message))
             elif role == "tool" and (seq := seq_of(message)) is not None:
-                name = self._tool_name_by_call_id.get(message.get("tool_call_id"))
+                name = self.names_by_call_id.get(message.get("tool_call_id"))
                 if name is not None:
-                    self._tool_name_by_seq[seq] = name
-        self._tool_names_harvested = len(self.messages)
+                    self.names_by_seq[seq] = name
+        self.names_harvested = len(messages)
 
-    def _is_exempt_result(self, message: Message) -> bool:
+    def is_exempt(self, message: Message, inputs: ResultInputs) -> bool:
         """A result of a tool in ``tool_result_exempt_tools``: no rewrite shortens it (the last rung's clip
         neither), so it counts whole in the floor."""
-        if not self.tool_result_exempt_tools or message.get("role") != "tool":
+        if not inputs.settings.exempt_tools or message.get("role") != "tool":
             return False
-        self._harvest_tool_names()
-        name = tool_name_of(message, self._tool_name_by_call_id, self._tool_name_by_seq)
-        return name is not None and name in self._tool_result_settings().exempt_tools
+        self.harvest(inputs.messages, inputs.names_needed)
+        name = tool_name_of(message, self.names_by_call_id, self.names_by_seq)
+        return name is not None and name in inputs.settings.exempt_tools
 
-    def _truncate_tool_result(self, message: Message) -> Message:
+    def truncate(self, message: Message, inputs: ResultInputs) -> Message:
         """The truncated form of a tool result (cached per ``_seq`` and settings), or the message itself."""
-        settings = self._tool_result_settings()
-        return self._derive(message, "truncated", settings, lambda: self._make_truncated(message, settings))
+        settings = inputs.settings
+        return self.derive(message, "truncated", settings, lambda: self._make_truncated(message, settings, inputs))
 
-    def _clip_tool_result(self, message: Message, tokens: int) -> Message:
+    def clip(self, message: Message, tokens: int, inputs: ResultInputs) -> Message:
         """The last rung's clip of a result (floor.py): its head and tail within about ``tokens``, whatever
         the tool-result knobs say (exempt tools stay whole); cached per ``_seq`` and size."""
-        settings = replace(
-            self._tool_result_settings(), budget_tokens=tokens, budget_by_tool=(), shape=TOOL_RESULT_SHAPE_HEAD_TAIL
-        )
-        return self._derive(message, "clipped", settings, lambda: self._make_clipped(message, settings))
+        settings = replace(inputs.settings, budget_tokens=tokens, budget_by_tool=(), shape=TOOL_RESULT_SHAPE_HEAD_TAIL)
+        return self.derive(message, "clipped", settings, lambda: self._make_clipped(message, settings, inputs))
 
-    def _make_clipped(self, message: Message, settings: ToolResultSettings) -> Message:
+    def _make_clipped(self, message: Message, settings: ToolResultSettings, inputs: ResultInputs) -> Message:
         """A wrapped result object (loop-streaming's) keeps its shape: its output is clipped inside it."""
         content = message.get("content")
         wrapped = wrapped_output(content) if isinstance(content, str) else None
         if wrapped is None:
-            return self._make_truncated(message, settings)
+            return self._make_truncated(message, settings, inputs)
         value, output = wrapped
-        inner = self._make_truncated({**message, "content": output}, settings)
+        inner = self._make_truncated({**message, "content": output}, settings, inputs)
         if inner.get("content") is output:
             return message
         return {**inner, "content": json.dumps({**value, "output": inner["content"]})}
 
-    def _make_truncated(self, message: Message, settings: ToolResultSettings) -> Message:
-        self._harvest_tool_names()
-        name = tool_name_of(message, self._tool_name_by_call_id, self._tool_name_by_seq)
-        content = self._ingress.source(message).get("content")  # a spill file holds the full result
+    def _make_truncated(self, message: Message, settings: ToolResultSettings, inputs: ResultInputs) -> Message:
+        self.harvest(inputs.messages, inputs.names_needed)
+        name = tool_name_of(message, self.names_by_call_id, self.names_by_seq)
+        content = inputs.source(message).get("content")  # a spill file holds the full result
         spill_file = None
         if settings.spill_dir and isinstance(content, str):
             spill_file = spill_path(settings.spill_dir, seq_of(message), content)
-        truncated = truncate_tool_result(message, settings, name, spill_file, self._counts().count)
+        truncated = truncate_tool_result(message, settings, name, spill_file, inputs.count)
         if truncated is not message and spill_file is not None:
-            self._spill(spill_file, content)  # the pointer does not depend on the write succeeding
+            self._spill(spill_file, content, inputs.faults)  # the pointer does not depend on the write succeeding
         return truncated
 
-    def _spill(self, path: str, content: str) -> None:
+    def _spill(self, path: str, content: str, faults: Counter[str]) -> None:
         """Write the full result once; a failure is counted every time and logged once per directory
         (a bad directory was already named at mount), the pointer stays the same."""
-        if path in self._spilled_paths:
+        if path in self.spilled_paths:
             return
         try:
             write_spill(path, content)
-            self._spilled_paths.add(path)
+            self.spilled_paths.add(path)
         except (OSError, ValueError) as exc:  # ValueError: a path the OS cannot take (NUL, bad encoding)
-            self._fault_counts["spill_write_failures"] += 1
+            faults["spill_write_failures"] += 1
             directory = os.path.dirname(path)
-            if self._spill_failure_reported != directory:
-                self._spill_failure_reported = directory
+            if self.spill_failure_reported != directory:
+                self.spill_failure_reported = directory
                 logger.warning(
                     "context-simple: spill write failed for %s: %s (later failures in this directory are "
                     "counted in fault_stats['spill_write_failures'], not logged)",
@@ -383,22 +288,22 @@ class ToolResultMixin:
                     exc,
                 )
 
-    def _stub_user_message(self, message: Message) -> Message:
+    def stub(self, message: Message) -> Message:
         """The stub of a long user message; the message itself when a stub would save nothing or drop a
         block that is not text (the ladder's own rule, ladder._stubbable; today's original does the same)."""
         content = message.get("content")
         if not isinstance(content, str | list) or kept_whole(message) or content_chars(content) <= STUB_MIN_CHARS:
             return message
-        return self._derive(message, "stubbed", None, lambda: stub_user_message(message))
+        return self.derive(message, "stubbed", None, lambda: stub_user_message(message))
 
-    def _derive(self, message: Message, kind: str, settings: Any, make: Callable[[], Message]) -> Message:
+    def derive(self, message: Message, kind: str, settings: Any, make: Callable[[], Message]) -> Message:
         """Memoize a rewrite of a stored message by (``_seq``, kind) while source and settings hold."""
         seq = seq_of(message)
         if seq is None:
             return make()
-        entry = self._derived.get((seq, kind))
+        entry = self.derived.get((seq, kind))
         if entry is not None and entry[0] is message and entry[1] == settings:
             return entry[2]
         derived = make()
-        self._derived[(seq, kind)] = (message, settings, derived)
+        self.derived[(seq, kind)] = (message, settings, derived)
         return derived

@@ -28,7 +28,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from .config import COMPACTION_STRATEGY_PROGRESSIVE, DEFAULTS
 from .estimate import seq_of, wire_form
@@ -63,7 +63,21 @@ class Key:
         )
 
 
-_CONFIG = operator.attrgetter(*DEFAULTS)
+class ViewInputs(NamedTuple):
+    """What a view depends on besides the history's appends, as the manager hands it over (nothing here
+    reads the manager): its own attributes (a decision set a caller adds, named ``*_seqs``, counts), the
+    history's decisions, the history list, the count cache, the prompt factory and every configuration
+    value (``config.DEFAULTS``' keys, in order)."""
+
+    own: dict[str, Any]
+    decisions: Any
+    messages: list[Message]
+    counts: Any
+    prompt_factory: Any
+    config: tuple[Any, ...]
+
+
+CONFIG_KEYS = tuple(DEFAULTS)
 # Every sticky decision a snapshot saves (state.FIELDS, group "sticky"), compared by identity: a new kind
 # of decision (the evidence ledger) is covered once it is listed there.
 _STICKY = tuple(field.attribute for field in FIELDS if field.group == "sticky")
@@ -78,8 +92,8 @@ class _KeyReader:
         self._names: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())  # of the manager, of its decisions
         self._attributes = (-1, -1)
 
-    def __call__(self, manager: Any) -> Key:
-        mine, decided = vars(manager), vars(manager._decisions)  # the decisions' fields read directly
+    def __call__(self, inputs: ViewInputs) -> Key:
+        mine, decided = inputs.own, vars(inputs.decisions)  # the decisions' fields read directly
         sizes = (len(mine), len(decided))
         if sizes != self._attributes:
             self._attributes = sizes
@@ -90,15 +104,15 @@ class _KeyReader:
             for k in names
             if isinstance(s := owner.get(k), set | frozenset | dict)
         )
-        config = _CONFIG(manager)
+        config = inputs.config
         objects = (
-            manager._decisions,  # replaced with the history (set_messages, clear, restore_state)
+            inputs.decisions,  # replaced with the history (set_messages, clear, restore_state)
             *map(decided.get, _STICKY),
-            manager.messages,
-            manager._counts(),
+            inputs.messages,
+            inputs.counts,
             decided["_last_compaction_stats"],
             decided["_pending_summary"],
-            manager._system_prompt_factory,
+            inputs.prompt_factory,
             *sets,
         )
         values = (
@@ -136,6 +150,7 @@ class ViewCache:
         self.enabled = True
         self.forms = WireForms()
         self.key = _KeyReader()
+        self.sent_estimate = 0  # the token estimate of the last extended view (the meter's anchor estimate)
         self._prompt: Message | None = None
         self.invalidate()
 
@@ -200,40 +215,49 @@ class ViewCache:
     # ----- one request -------------------------------------------------------------------------------
 
     def extend(
-        self, manager: Any, working: list[Message], budget: int, compact: bool, escalate: bool
+        self,
+        strategy: str,
+        working: list[Message],
+        budget: int,
+        compact: bool,
+        escalate: bool,
+        inputs: Callable[[], ViewInputs],
+        boundary: Callable[[int, int, bool], bool],
+        tail: Callable[[list[Message], int], Any],
     ) -> list[Message] | None:
-        """The view extended from the last one, or None when the full rebuild must run (and record)."""
+        """The view extended from the last one, or None when the full rebuild must run (and record).
+        ``boundary(total, budget, escalate)``: the compacting path would run the ladder at this total;
+        ``tail(base, budget)`` appends replay and notice to ``base`` (the manager's own code). The
+        estimate of the view handed out is left in ``sent_estimate``."""
         # Requests may interleave (a suspended request, another one meanwhile): every piece of
         # per-request state is tied to its working list, and anything that does not match is dropped.
         request, self._request, self._pending, self._base = self._request, None, None, None
         body, self._body = self._body, None  # put back only once extended
-        if not self.enabled or manager.compaction_strategy != COMPACTION_STRATEGY_PROGRESSIVE:
+        if not self.enabled or strategy != COMPACTION_STRATEGY_PROGRESSIVE:
             return None
         if request is None or request[0] is not working or request[1] or not working:
             return None  # not this request's list, or repaired: unsure
-        key = self.key(manager)
+        now = inputs()  # read only once the checks above passed
+        key = self.key(now)
         self._pending = (working, compact, key)
         if body is None or body.compact != compact or not body.key.same(key):
             return None
-        limit = manager._hoist_limit
+        limit = now.decisions._hoist_limit
         appended = _appended(
             body, working, compact, key.decision_sets, lambda m: is_instruction(m) and hoisted_here(m, limit)
         )
         if appended is None:
             return None
-        counts = manager._counts()
+        counts = now.counts
         total = body.total + sum(counts.count(m) for m in appended)
-        if compact:
-            manager._clear_at_least_pending = None  # as _compact_ephemeral does on every pass
-            manager._clear_at_least_last_refused = False
-            if (escalate and manager._exceeds_threshold(total, budget)) or manager._past_limit(total):
-                return None  # a boundary: the ladder runs in the full rebuild (the input limit: limit.py)
+        if compact and boundary(total, budget, escalate):
+            return None  # a boundary: the ladder runs in the full rebuild (the input limit: limit.py)
         self._refresh(body)
         body.base += appended
         body.wire += [self.forms.get(m) for m in appended]
         body.total, body.length, body.last = total, len(working), working[-1]
-        tail = _tail(manager, body.base, budget) if compact else []
-        manager._last_sent_estimate = total + counts.total(tail)
+        tail = _tail(tail, body.base, budget) if compact else []
+        self.sent_estimate = total + counts.total(tail)
         self._body, self._pending = body, None
         self._open = max(0, self._open - 1)
         return [*body.wire, *(self.forms.get(m) for m in tail)]
@@ -245,8 +269,9 @@ class ViewCache:
         else:
             self._pending = None  # another request ran meanwhile
 
-    def finalize(self, manager: Any, view: list[Message]) -> list[Message]:
-        """The full rebuild's wire view; records its body when nothing decision-bearing changed."""
+    def finalize(self, view: list[Message], refused: bool, inputs: Callable[[], ViewInputs]) -> list[Message]:
+        """The full rebuild's wire view; records its body when nothing decision-bearing changed (not after a
+        clear-at-least refusal, ``refused``); ``inputs()`` reads the key again."""
         if not self.enabled:
             return [wire_form(m) for m in view]
         self._open = max(0, self._open - 1)
@@ -265,11 +290,12 @@ class ViewCache:
             base_len = len(view)
         else:
             return wire
-        if manager._clear_at_least_last_refused:
+        if refused:
             return wire
-        if not key.same(self.key(manager)):
+        now = inputs()
+        if not key.same(self.key(now)):
             return wire  # a boundary: the next request rebuilds once more, then extends
-        counts = manager._counts()
+        counts = now.counts
         total = counts.total(view) - counts.total(view[base_len:])
         self._body = _Body(key, compact, working[0], len(working), working[-1], view[:base_len], wire[:base_len], total)
         return wire
@@ -299,11 +325,11 @@ def _appended(
     return appended
 
 
-def _tail(manager: Any, base: list[Message], budget: int) -> list[Message]:
+def _tail(append: Callable[[list[Message], int], Any], base: list[Message], budget: int) -> list[Message]:
     """Replay and notice, appended by the manager's own code to the body, then taken off it again."""
     start = len(base)
     try:
-        manager._append_tail(base, budget)
+        append(base, budget)
         return base[start:]
     finally:
         del base[start:]

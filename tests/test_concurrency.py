@@ -237,6 +237,30 @@ async def test_a_request_held_in_a_hook_never_writes_into_the_history_that_repla
 
 
 @pytest.mark.asyncio
+async def test_the_held_request_wrote_only_into_the_decisions_of_the_history_it_started_on() -> None:
+    """Issue 38, point 2: the decisions about one history are one object; ``set_messages`` replaces it
+    while a compacting request awaits ``context:compaction`` (its decisions already made). Everything the
+    held request decided stays in the old object; the new one holds only what the restarted request
+    decided about the new history (nothing: it fits)."""
+    gate = Gate("context:compaction")
+    ctx = SimpleContextManager(hooks=gate, token_meter="hybrid")
+    await ctx.set_messages(_history("old", 30, 2_000))
+    await ctx._on_llm_response("llm:response", {"usage": {"input_tokens": 40_000}})  # an anchor on the old one
+    old = ctx._decisions
+    request = asyncio.create_task(ctx.get_messages_for_request(token_budget=3_000))
+    await gate.held.wait()
+    await ctx.set_messages(NEW)
+    new = ctx._decisions
+    gate.release.set()
+    view = await request
+    assert new is not old and ctx._decisions is new
+    assert old._removed_seqs and old._last_compaction_stats is not None and old._anchor_seq is not None
+    assert not new.has_sticky() and new._last_compaction_stats is None and new._sticky_level == 0
+    assert new._anchor_seq is None and new._ledger is None and new._provenance_refusals == 0
+    assert [m["content"] for m in view] == [m["content"] for m in NEW]
+
+
+@pytest.mark.asyncio
 async def test_clear_while_a_request_is_held_sends_nothing_of_the_cleared_history() -> None:
     async def replace(ctx: SimpleContextManager) -> None:
         await ctx.clear()

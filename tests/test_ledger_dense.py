@@ -75,8 +75,12 @@ def test_dense_lets_the_agents_calls_take_the_whole_room():
     kept = {}
     for dense in (False, True):
         ctx = SimpleContextManager(evidence_ledger_share=0.5, evidence_ledger_dense=dense)
-        chosen = ctx._select_lines(
-            [{"role": "assistant"}] * 40, [(c, o) for c, o in zip(calls, outputs, strict=True)], set(), room
+        chosen = ctx._evidence._select_lines(  # the ledger component, with the inputs the manager hands it
+            [{"role": "assistant"}] * 40,
+            [(c, o) for c, o in zip(calls, outputs, strict=True)],
+            set(),
+            room,
+            ctx._ledger_inputs(),
         )
         kept[dense] = sum(line.startswith("bash(") for line in chosen)
     assert kept[True] == 40

@@ -97,3 +97,16 @@ async def test_record_removed_takes_a_stored_message_as_the_original_did():
     assert [m["content"] for m in view] == ["the task", "the next question"]
     assert context._removed_seqs == {seq_of(context.messages[1]), seq_of(context.messages[3])}
     assert await context.get_messages() == stored
+
+
+def test_a_bare_instance_stubs_a_user_message_as_a_built_one_does():
+    """Hosts' tests probe ``_stub_user_message`` on ``SimpleContextManager.__new__(...)``, which never ran
+    ``__init__``: it stubs a long message and leaves a short one alone, as a built manager does."""
+    bare = SimpleContextManager.__new__(SimpleContextManager)
+    built = SimpleContextManager()
+    long_text = {"role": "user", "content": "please keep the parser untouched. " * 40}
+    short_text = {"role": "user", "content": "go on"}
+    assert bare._stub_user_message(short_text) is short_text
+    stubbed = bare._stub_user_message(long_text)
+    assert len(str(stubbed["content"])) < len(long_text["content"])
+    assert stubbed == built._stub_user_message(long_text)

@@ -200,16 +200,16 @@ async def test_a_boundary_that_leaves_room_for_the_next_result_fires_fewer_bound
     # those of test_the_tight_window_with_the_evidence_preset's counted protections.)
     import dataclasses
 
-    from amplifier_module_context_simple import manager
+    from amplifier_module_context_simple import compaction  # the pass asks floor.floor_settings (issue 38)
 
     with_room = await tight_replay(caplog, preset="evidence_balanced")
-    settings = manager.floor_settings
+    settings = compaction.floor_settings
 
     def no_room(*args: Any) -> Any:
         protections, goals = settings(*args)
         return protections, dataclasses.replace(goals, room=None)
 
-    monkeypatch.setattr(manager, "floor_settings", no_room)
+    monkeypatch.setattr(compaction, "floor_settings", no_room)
     without = await tight_replay(caplog, preset="evidence_balanced")
     assert with_room["boundaries"] < without["boundaries"] and with_room["bill"] < without["bill"]
     assert with_room["over_budget"] == without["over_budget"] == 0

@@ -168,7 +168,8 @@ def _recall(ctx: SimpleContextManager, view: list[Message]) -> str | None:
     if query is None:
         return None
     texts = ctx.__dict__.setdefault("_invariance_texts", MessageTexts())
-    found = search(ctx.messages, parse({"query": query}), texts, budget_s=600.0, gaps=view_gaps(ctx))
+    gaps = view_gaps(ctx._decisions, ctx._ingress)
+    found = search(ctx.messages, parse({"query": query}), texts, budget_s=600.0, gaps=gaps)
     return render(found, RECALL_CHARS)
 
 

@@ -21,6 +21,7 @@ from amplifier_core.testing import MockCoordinator
 
 from amplifier_module_context_simple import STATE_CAPABILITY, STATE_VERSION, SimpleContextManager, mount
 from amplifier_module_context_simple import summary as summary_module
+from amplifier_module_context_simple.caller_names import FORWARDED
 from amplifier_module_context_simple.config import DEFAULTS
 from amplifier_module_context_simple.repair import view_problems
 from amplifier_module_context_simple.replay import is_real_user_message
@@ -328,6 +329,11 @@ def test_every_manager_attribute_is_saved_or_excluded_for_a_reason() -> None:
     known = set(DEFAULTS) | {f.attribute for f in FIELDS} | set(NOT_SAVED)
     assert sorted(set(vars(ctx)) - known) == []
     assert sorted(set(vars(ctx._decisions)) - known) == []  # the decisions about the history (decisions.py)
+    # Each component's state is classified under the manager's name for it (caller_names.FORWARDED).
+    named = {(component, attribute): name for name, (component, attribute) in FORWARDED.items()}
+    components = {component for component, _ in FORWARDED.values()}
+    unnamed = [(c, a) for c in sorted(components) for a in vars(getattr(ctx, c)) if named.get((c, a)) not in known]
+    assert unnamed == []
     assert not {f.attribute for f in FIELDS} & set(NOT_SAVED)
 
 
