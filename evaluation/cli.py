@@ -265,6 +265,24 @@ def check_module_config(option: str, config: Any) -> None:
         raise UsageError(f"{option}: {seen[0]}")
 
 
+def named_configs(texts: Iterable[str], checked: bool = True) -> list[tuple[str, dict[str, Any]]]:
+    """``--config NAME=JSON`` options as (name, config) pairs; a malformed one is one UsageError line.
+    ``checked``: each config must also run without a warning (:func:`check_module_config`)."""
+    named = []
+    for text in texts:
+        name, sep, body = text.partition("=")
+        if not sep or not name.strip():
+            raise UsageError(f"--config {text!r}: expected NAME=JSON")
+        try:
+            config = json.loads(body)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"--config {name}: bad JSON ({exc.msg})") from None
+        if checked:
+            check_module_config(f"--config {name}", config)
+        named.append((name.strip(), config))
+    return named
+
+
 class StageProgress:
     """Progress on stderr, so a redirected stdout keeps only the results: a transient bar on a terminal,
     else one line when a stage starts and one when it ends. The runner calls total() and advance()."""

@@ -17,7 +17,6 @@ window, 5-60 KB results, `max_tokens: 20000`; `--seed` repeatable, `--screenshot
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -94,17 +93,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
 def configurations(args: argparse.Namespace) -> list[Arm]:
     """The named arms, then the --config ones, each checked before anything runs."""
     arms = [arm_by_name(n) for n in args.arms]
-    for text in args.config:
-        name, sep, body = text.partition("=")
-        if not sep or not name.strip():
-            raise cli.UsageError(f"--config {text!r}: expected NAME=JSON")
-        try:
-            config = json.loads(body)
-        except json.JSONDecodeError as exc:
-            raise cli.UsageError(f"--config {name}: bad JSON ({exc.msg})") from None
-        cli.check_module_config(f"--config {name}", config)
-        arms.append(Arm(name.strip(), config))
-    return arms
+    return arms + [Arm(name, config) for name, config in cli.named_configs(args.config)]
 
 
 def session_sets(args: argparse.Namespace) -> list[tuple[str, list[Workload], Settings, Prices]]:

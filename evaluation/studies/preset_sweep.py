@@ -11,7 +11,6 @@ cost with at most half its evidence miss.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import textwrap
 from typing import Any
@@ -82,15 +81,7 @@ def configurations(args: argparse.Namespace) -> list[Arm]:
     arms = [arm_by_name("progressive")] + [arm_by_name(n) for n in args.arm]
     for name, config in GRIDS.get(args.grid or "", {}).items():
         arms.append(Arm(name, dict(config)))
-    for text in args.config:
-        name, sep, body = text.partition("=")
-        if not sep or not name.strip():
-            raise cli.UsageError(f"--config {text!r}: expected NAME=JSON")
-        try:
-            config = json.loads(body)
-        except json.JSONDecodeError as exc:
-            raise cli.UsageError(f"--config {name}: bad JSON ({exc.msg})") from None
-        arms.append(Arm(name.strip(), config))
+    arms += [Arm(name, config) for name, config in cli.named_configs(args.config, checked=False)]
     names = [a.name for a in arms]
     for arm in arms:
         if names.count(arm.name) > 1:
