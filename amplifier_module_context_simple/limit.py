@@ -64,7 +64,7 @@ class ProviderCount:
         if events == self._events:
             return
         self._events = events
-        if _positive(measured) and _positive(counted) and counted >= MIN_READING:
+        if is_positive_number(measured) and is_positive_number(counted) and counted >= MIN_READING:
             self.readings.append((int(counted), int(measured)))
 
     def fit(self) -> tuple[float, int]:
@@ -110,7 +110,8 @@ def set_aside(readings: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return readings if len(far) != 1 else readings[: far[0]] + readings[far[0] + 1 :]
 
 
-def _positive(value: Any) -> bool:
+def is_positive_number(value: Any) -> bool:
+    """A usage field that is a reading: a number > 0 (a bool is no number)."""
     return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
 
 

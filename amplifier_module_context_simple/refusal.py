@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .limit import margin
+from .limit import is_positive_number, margin
 
 logger = logging.getLogger("amplifier_module_context_simple")
 
@@ -227,7 +227,7 @@ class RefusalLimit:
         if events == self.events:
             return
         self.events = events
-        if not (_positive(measured) and _positive(counted)):
+        if not (is_positive_number(measured) and is_positive_number(counted)):
             return
         measured, counted = int(measured), int(counted)
         far = counted >= MIN_READING and measured > FAR_RATIO * counted + FAR_SLACK_TOKENS
@@ -343,7 +343,3 @@ def valid_saved(value: Any) -> bool:
 
 def _count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def _positive(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
